@@ -1,0 +1,507 @@
+"""The game state machine: events in, effects out. No IO, no clock, no pydantic.
+
+Rules this module enforces (spec sections 5-7):
+
+* Phases go ``LOBBY -> TURN -> OVER -> LOBBY``:
+
+  ============  =================================  ===============================
+  phase         event                              result
+  ============  =================================  ===============================
+  LOBBY         Join (new name, room left)         player added, deadline re-armed
+  LOBBY         Place (legal)                      ship approved; may start game
+  LOBBY         Tick past deadline, >= 2 fleets    TURN, incomplete fleets left out
+  LOBBY         Tick past deadline, < 2 fleets     deadline re-armed, still LOBBY
+  TURN          Fire (valid)                       shot; a full salvo ends the turn
+  TURN          Tick past turn deadline            the salvo ends with what it has
+  TURN          salvo ends, <= 1 player left       OVER
+  OVER          Tick past reset deadline           LOBBY (a new game, nonces kept)
+  any           anything else                      Rejected, state untouched
+  ============  =================================  ===============================
+
+* Play order is the order in which fleets became complete; the first player
+  is drawn from a RNG seeded by ``(seed, game number)``, then play goes round
+  the order skipping defeated players.
+* A turn allows as many shots as the shooter has ships afloat when it starts.
+  A shot hits when its cell holds a ship segment, hit before or not. Sinks and
+  defeats are decided and announced only when the salvo ends, in the order
+  hits -> salvo -> sunk -> defeated -> next turn / game over; until then a
+  player whose last ship went down can still be targeted.
+* A player who lets ``max_missed_turns`` turns in a row time out without a
+  shot is dropped (defeated, reason ``timeout``).
+
+Timers are state, not effects: :meth:`Game.next_deadline` says when the
+engine next wants a :class:`Tick`, so a resumed engine needs no re-arming.
+Every handler validates completely before it mutates anything, so a
+:class:`Rejected` result leaves the game exactly as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import hmac
+import random
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from salvo.codec import dumps, error_report
+from salvo.errors import Illegal, Rejection
+from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Placement, cell, on_board, placement_error
+from salvo.topics import Topics
+
+TRUE: Final = "true"
+FALSE: Final = "false"
+#: The ``hit`` payload of every cell, built once: it is sent on every shot.
+_HIT_PAYLOADS: Final = tuple(dumps({"x": c % BOARD_SIZE, "y": c // BOARD_SIZE}) for c in range(BOARD_SIZE * BOARD_SIZE))
+
+
+class Phase(enum.Enum):
+    LOBBY = "lobby"
+    TURN = "turn"
+    OVER = "over"
+
+
+class Termination(enum.Enum):
+    """How a game ended, as published in ``/game/stats/summary``."""
+
+    VICTORY = "victory"  # one player left, the others sunk
+    FORFEIT = "forfeit"  # one player left, the last opponent dropped for missed turns
+    DRAW = "draw"  # the last players went down in the same salvo
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    placement_timeout: float = 60.0
+    turn_timeout: float = 30.0
+    reset_after: float = 300.0
+    min_players: int = 2
+    max_players: int = 10
+    max_missed_turns: int = 3
+
+    def __post_init__(self) -> None:
+        if min(self.placement_timeout, self.turn_timeout, self.reset_after) <= 0:
+            raise ValueError("timeouts must be positive")
+        if not 2 <= self.min_players <= self.max_players:
+            raise ValueError("need 2 <= min_players <= max_players")
+        if self.max_missed_turns < 1:
+            raise ValueError("max_missed_turns must be at least 1")
+
+
+# -- events ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    name: str
+    key: bytes = field(repr=False)
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    name: str
+    ship: str
+    placement: Placement
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    """A verified shot of the current player. ``nonce`` is the signature's
+    nonce for replay protection; None for in-memory play without signatures."""
+
+    target: str
+    x: int
+    y: int
+    turn: int | None
+    nonce: bytes | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: float
+
+
+Event = Join | Place | Fire | Tick
+
+
+# -- effects and results ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    topic: str
+    payload: str
+    retain: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    effects: list[Publish]
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    error: Rejection
+
+
+Result = Accepted | Rejected
+
+
+# -- state ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PlayerState:
+    name: str
+    key: bytes = field(repr=False)
+    fleet: dict[str, Placement] = field(default_factory=dict)
+    occupied: dict[int, str] = field(default_factory=dict)  # cell -> ship id
+    damage: dict[str, set[int]] = field(default_factory=lambda: {s: set() for s in SHIP_IDS})
+    sunk: list[str] = field(default_factory=list)
+    shots: int = 0
+    hits: int = 0
+    ships_sunk: int = 0
+    missed: int = 0
+    defeated_in_turn: int | None = None
+    reason: str | None = None  # "sunk" | "timeout" once defeated
+
+    @property
+    def complete(self) -> bool:
+        return len(self.fleet) == len(FLEET)
+
+    @property
+    def afloat(self) -> int:
+        return len(FLEET) - len(self.sunk)
+
+    @property
+    def defeated(self) -> bool:
+        return self.defeated_in_turn is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Shot:
+    shooter: str
+    target: str
+    cell: int
+    hit: bool
+
+
+class Game:
+    """One arena's game, across resets. Drive it with :meth:`handle`."""
+
+    def __init__(
+        self,
+        config: Config,
+        topics: Topics,
+        seed: int | str,
+        *,
+        game_no: int = 1,
+        used_nonces: set[bytes] | None = None,
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.seed = seed
+        self.game_no = game_no
+        #: Nonces of every accepted signature, across games (spec section 3).
+        self.used_nonces: set[bytes] = used_nonces if used_nonces is not None else set()
+        #: What the engine currently holds retained on the broker, topic -> payload;
+        #: republished after a reconnect, cleared at reset.
+        self.retained: dict[str, str] = {topics.state: Phase.LOBBY.value}
+        self._new_game()
+
+    def _new_game(self) -> None:
+        self.phase = Phase.LOBBY
+        self.players: dict[str, PlayerState] = {}  # join order
+        self.ready: list[str] = []  # fleet-completion order
+        self.order: list[str] = []  # play order of the participants
+        self.turn = 0
+        self.current: str | None = None
+        self.allowed = 0
+        self.salvo: list[Shot] = []
+        self.deadline: float | None = None
+        self.started_at: float | None = None
+        self.winner: str | None = None
+
+    # -- queries ----------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        return self.deadline
+
+    def key_of(self, name: str) -> bytes | None:
+        p = self.players.get(name)
+        return p.key if p else None
+
+    def current_key(self) -> bytes | None:
+        return self.players[self.current].key if self.current else None
+
+    def participants(self) -> list[PlayerState]:
+        return [self.players[n] for n in self.order]
+
+    def alive(self) -> list[str]:
+        return [n for n in self.order if not self.players[n].defeated]
+
+    def snapshot(self) -> dict[str, Any]:
+        """A deep copy of all mutable state, comparable with ``==``."""
+        skip = {"config", "topics"}
+        return {k: copy.deepcopy(v) for k, v in vars(self).items() if k not in skip}
+
+    # -- the one entry point --------------------------------------------------------
+
+    def handle(self, event: Event) -> Result:
+        out: list[Publish] = []
+        try:
+            if isinstance(event, Fire):
+                summary = self._fire(event, out)
+            elif isinstance(event, Tick):
+                summary = self._tick(event.now, out)
+            elif isinstance(event, Place):
+                summary = self._place(event, out)
+            else:
+                summary = self._join(event, out)
+        except Rejection as exc:
+            return Rejected(exc)
+        return Accepted(out, summary)
+
+    # -- output helpers -------------------------------------------------------------
+
+    def _pub(self, out: list[Publish], topic: str, payload: str, retain: bool = True) -> None:
+        if retain:
+            if payload:
+                self.retained[topic] = payload
+            else:
+                self.retained.pop(topic, None)
+        out.append(Publish(topic, payload, retain))
+
+    def _pub_deadline(self, out: list[Publish], phase: str, at: float) -> None:
+        self.deadline = at
+        self._pub(out, self.topics.deadline, dumps({"phase": phase, "at": round(at, 3)}))
+
+    def _pub_players(self, out: list[Publish], names: list[str]) -> None:
+        self._pub(out, self.topics.players_list, dumps(names))
+        self._pub(out, self.topics.players_count, str(len(names)))
+
+    # -- lobby ----------------------------------------------------------------------
+
+    def check_join(self, name: str) -> PlayerState | None:
+        """The checks of a join that need no key; the protocol layer runs them
+        before paying for a key derivation, the engine again when applying."""
+        if self.phase is not Phase.LOBBY:
+            raise Illegal(f"game in progress (state {self.phase.value}); join when /game/state is lobby")
+        known = self.players.get(name)
+        if known is None and len(self.players) >= self.config.max_players:
+            raise Illegal(f"lobby full: {self.config.max_players} players already joined")
+        return known
+
+    def _join(self, ev: Join, out: list[Publish]) -> str:
+        known = self.check_join(ev.name)
+        if known is not None:
+            if not hmac.compare_digest(known.key, ev.key):
+                raise Illegal(f"name taken: {ev.name!r} already joined with another secret")
+            return f"{ev.name} joined again (no-op)"
+        self.players[ev.name] = PlayerState(ev.name, ev.key)
+        self._pub_players(out, list(self.players))
+        for ship in SHIP_IDS:
+            self._pub(out, self.topics.approved(ev.name, ship), FALSE)
+        self._pub_deadline(out, "placement", ev.now + self.config.placement_timeout)
+        return f"{ev.name} joined ({len(self.players)} in lobby)"
+
+    def check_place(self, name: str, ship: str) -> PlayerState:
+        """The checks of a placement that need no plaintext: the protocol layer
+        runs them before decrypting, the engine again before applying."""
+        if self.phase is not Phase.LOBBY:
+            raise Illegal(f"not in the lobby (state {self.phase.value}): ships are placed before the game starts")
+        player = self.players.get(name)
+        if player is None:
+            raise Illegal(f"not a joined player: {name!r} must join first")
+        if ship not in FLEET:
+            raise Illegal(f"unknown ship {ship!r}; ships are {', '.join(SHIP_IDS)}")
+        return player
+
+    def _place(self, ev: Place, out: list[Publish]) -> str:
+        player = self.check_place(ev.name, ev.ship)
+        if reason := placement_error(player.fleet, ev.ship, ev.placement):
+            raise Illegal(reason)
+        moved = ev.ship in player.fleet
+        was_complete = player.complete
+        player.fleet[ev.ship] = ev.placement
+        player.occupied = {c: s for s, p in player.fleet.items() for c in p.cells(FLEET[s])}
+        self._pub(out, self.topics.approved(ev.name, ev.ship), TRUE)
+        if player.complete and not was_complete:
+            self.ready.append(ev.name)
+        summary = f"{ev.name} {'moved' if moved else 'placed'} {ev.ship} ({len(player.fleet)}/5)"
+        if len(self.players) >= self.config.min_players and all(p.complete for p in self.players.values()):
+            self._start(ev.now, out)
+            summary += "; all fleets complete, game starts"
+        return summary
+
+    def _tick(self, now: float, out: list[Publish]) -> str:
+        if self.deadline is None or now < self.deadline:
+            return "nothing due"
+        if self.phase is Phase.TURN:
+            return "turn timed out; " + self._end_salvo(now, out, timed_out=True)
+        if self.phase is Phase.OVER:
+            self._reset(out)
+            return f"reset: game {self.game_no} opens in the lobby"
+        if len(self.ready) >= 2:
+            left_out = [n for n in self.players if n not in self.ready]
+            self._start(now, out)
+            return f"placement deadline: game starts, left out {left_out or 'nobody'}"
+        # Fewer than two complete fleets: the lobby stays open and tries again
+        # after another full placement period (a stale deadline would never fire).
+        self._pub_deadline(out, "placement", now + self.config.placement_timeout)
+        return f"placement deadline: only {len(self.ready)} complete fleet(s); lobby stays open"
+
+    def _start(self, now: float, out: list[Publish]) -> None:
+        for name, player in self.players.items():
+            if not player.complete:
+                report = error_report(
+                    self.topics.deadline,
+                    "left out: your fleet was incomplete when the placement deadline passed",
+                    "illegal",
+                )
+                self._pub(out, self.topics.player_error(name), report, retain=False)
+        self.order = list(self.ready)
+        self.phase = Phase.TURN
+        self.started_at = now
+        self._pub_players(out, self.order)
+        self._pub(out, self.topics.state, Phase.TURN.value)
+        rng = random.Random(f"{self.seed}/{self.game_no}")
+        self._begin_turn(self.order[rng.randrange(len(self.order))], now, out)
+
+    # -- turns ----------------------------------------------------------------------
+
+    def _begin_turn(self, name: str, now: float, out: list[Publish]) -> None:
+        self.turn += 1
+        self.current = name
+        self.allowed = self.players[name].afloat
+        self.salvo = []
+        self._pub_deadline(out, "turn", now + self.config.turn_timeout)
+        self._pub(out, self.topics.turn, dumps({"turn": self.turn, "player": name, "shots": self.allowed}))
+        self._pub(out, self.topics.current, name)
+
+    def _fire(self, ev: Fire, out: list[Publish]) -> str:
+        if self.phase is not Phase.TURN or self.current is None:
+            raise Illegal(f"not in a turn (state {self.phase.value})")
+        if ev.nonce is not None and ev.nonce in self.used_nonces:
+            raise Illegal("replayed signature: this signature was already used")
+        if ev.turn is not None and ev.turn != self.turn:
+            raise Illegal(f"wrong turn: the message is for turn {ev.turn}, this is turn {self.turn}")
+        if not on_board(ev.x, ev.y):
+            raise Illegal(f"off the board: ({ev.x}, {ev.y}); x and y must be 0..{BOARD_SIZE - 1}")
+        target = self.players.get(ev.target)
+        if target is None or ev.target not in self.order:
+            raise Illegal(f"unknown target {ev.target!r}: not a player in this game")
+        if target.defeated:
+            raise Illegal(f"target {ev.target!r} is already defeated")
+        if ev.nonce is not None:
+            self.used_nonces.add(ev.nonce)
+        c = cell(ev.x, ev.y)
+        ship = target.occupied.get(c)
+        shooter = self.players[self.current]
+        shooter.shots += 1
+        if ship is not None:
+            target.damage[ship].add(c)
+            shooter.hits += 1
+        self.salvo.append(Shot(self.current, ev.target, c, ship is not None))
+        self._pub(out, self.topics.hit(ev.target), _HIT_PAYLOADS[c], retain=False)
+        summary = f"{self.current} fired at {ev.target} ({ev.x},{ev.y}) {len(self.salvo)}/{self.allowed}"
+        if len(self.salvo) >= self.allowed:
+            summary += "; " + self._end_salvo(ev.now, out, timed_out=False)
+        return summary
+
+    def _end_salvo(self, now: float, out: list[Publish], *, timed_out: bool) -> str:
+        assert self.current is not None
+        t = self.topics
+        shooter = self.players[self.current]
+        hits = sum(s.hit for s in self.salvo)
+        # 1. hits and the salvo record
+        self._pub(out, t.hits, str(hits), retain=False)
+        record = {"turn": self.turn, "player": self.current, "shots": len(self.salvo), "hits": hits}
+        self._pub(out, t.salvo, dumps(record))
+        # 2. ships sunk in this salvo, owners in play order
+        for p in self.participants():
+            for ship in SHIP_IDS:
+                if ship not in p.sunk and len(p.damage[ship]) == FLEET[ship]:
+                    p.sunk.append(ship)
+                    if p is not shooter:
+                        shooter.ships_sunk += 1
+                    self._pub(out, t.sunk(p.name, ship), TRUE)
+        # 3. defeats: fleets gone, or the shooter dropped for missed turns
+        shooter.missed = shooter.missed + 1 if timed_out and not self.salvo else 0
+        for p in self.participants():
+            if p.defeated:
+                continue
+            if not p.afloat:
+                p.defeated_in_turn, p.reason = self.turn, "sunk"
+            elif p is shooter and shooter.missed >= self.config.max_missed_turns:
+                p.defeated_in_turn, p.reason = self.turn, "timeout"
+            else:
+                continue
+            self._pub(out, t.defeated(p.name), TRUE)
+        summary = f"salvo of {self.current} ends: {len(self.salvo)} shots, {hits} hits"
+        # 4. next turn, or the end of the game
+        alive = self.alive()
+        if len(alive) <= 1:
+            self._game_over(alive[0] if alive else None, now, out)
+            return summary + f"; game over, winner {self.winner or 'nobody'}"
+        i = self.order.index(self.current)
+        nxt = next(n for n in self.order[i + 1 :] + self.order[: i + 1] if not self.players[n].defeated)
+        self._begin_turn(nxt, now, out)
+        return summary
+
+    # -- over -----------------------------------------------------------------------
+
+    def _game_over(self, winner: str | None, now: float, out: list[Publish]) -> None:
+        t = self.topics
+        self.phase = Phase.OVER
+        self.winner = winner
+        self.current = None
+        players = self.participants()
+        final = [p for p in players if p.defeated_in_turn == self.turn]
+        if winner is None:
+            termination = Termination.DRAW
+        elif all(p.reason == "timeout" for p in final):
+            termination = Termination.FORFEIT
+        else:
+            termination = Termination.VICTORY
+        summary = {
+            "winner": winner,
+            "turns": self.turn,
+            "shots": sum(p.shots for p in players),
+            "hits": sum(p.hits for p in players),
+            "duration_s": round(now - (self.started_at or now), 3),
+            "termination": termination.value,
+        }
+        self._pub(out, t.winner, winner or "")
+        self._pub(out, t.stats_summary, dumps(summary))
+        for p in players:
+            self._pub(out, t.stats_player(p.name), dumps(self._player_stats(p, players)))
+        self._pub(out, t.current, "")
+        self._pub_deadline(out, "reset", now + self.config.reset_after)
+        self._pub(out, t.state, Phase.OVER.value)
+
+    @staticmethod
+    def _player_stats(p: PlayerState, players: list[PlayerState]) -> dict[str, Any]:
+        def lasted(q: PlayerState) -> float:
+            return float("inf") if q.defeated_in_turn is None else q.defeated_in_turn
+
+        return {
+            "place": 1 + sum(lasted(q) > lasted(p) for q in players),
+            "shots": p.shots,
+            "hits": p.hits,
+            "accuracy": round(p.hits / p.shots, 4) if p.shots else 0.0,
+            "ships_sunk": p.ships_sunk,
+            "ships_lost": len(p.sunk),
+            "defeated_in_turn": p.defeated_in_turn,
+            "reason": p.reason,
+        }
+
+    def _reset(self, out: list[Publish]) -> None:
+        for topic in [t for t in self.retained if t != self.topics.state]:
+            self._pub(out, topic, "")
+        self._pub(out, self.topics.state, Phase.LOBBY.value)
+        self.game_no += 1
+        self._new_game()

@@ -1,0 +1,96 @@
+"""The rules of Battleship: Salvo that do not depend on game state.
+
+Board 10 x 10; ``x`` is the column (0..9, left to right), ``y`` the row (0..9,
+top to bottom). A cell is stored as the int ``y * 10 + x`` because the engine
+looks cells up on every shot and ints hash fastest.
+
+A ship is placed by its top-left cell and an orientation: ``HORIZONTAL``
+extends towards +x, ``VERTICAL`` towards +y. Ships may touch, may not overlap
+and must lie wholly on the board.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+BOARD_SIZE: Final = 10
+
+#: Ship ids (exactly these lower-case ids appear in topics) and lengths, in the
+#: order the referee announces them.
+FLEET: Final[dict[str, int]] = {
+    "carrier": 5,
+    "battleship": 4,
+    "destroyer": 3,
+    "submarine": 3,
+    "patrolboat": 2,
+}
+SHIP_IDS: Final[tuple[str, ...]] = tuple(FLEET)
+FLEET_CELLS: Final = sum(FLEET.values())
+
+
+class Orientation(enum.Enum):
+    HORIZONTAL = "HORIZONTAL"
+    VERTICAL = "VERTICAL"
+
+
+def cell(x: int, y: int) -> int:
+    return y * BOARD_SIZE + x
+
+
+def xy(c: int) -> tuple[int, int]:
+    return c % BOARD_SIZE, c // BOARD_SIZE
+
+
+def on_board(x: int, y: int) -> bool:
+    return 0 <= x < BOARD_SIZE and 0 <= y < BOARD_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one ship lies: its top-left cell and its orientation."""
+
+    x: int
+    y: int
+    orientation: Orientation
+
+    def cells(self, length: int) -> tuple[int, ...]:
+        dx, dy = (1, 0) if self.orientation is Orientation.HORIZONTAL else (0, 1)
+        return tuple(cell(self.x + i * dx, self.y + i * dy) for i in range(length))
+
+    def fits(self, length: int) -> bool:
+        dx, dy = (1, 0) if self.orientation is Orientation.HORIZONTAL else (0, 1)
+        end_x, end_y = self.x + (length - 1) * dx, self.y + (length - 1) * dy
+        return on_board(self.x, self.y) and on_board(end_x, end_y)
+
+    def describe(self) -> str:
+        return f"{self.x};{self.y} {self.orientation.value}"
+
+
+def placement_error(fleet: dict[str, Placement], ship: str, placement: Placement) -> str | None:
+    """Why ``placement`` of ``ship`` is illegal beside the rest of ``fleet``, or None.
+
+    ``fleet`` may already hold ``ship`` (a move): its old cells do not count.
+    Reasons name only the player's own ships, never coordinates of others.
+    """
+    length = FLEET.get(ship)
+    if length is None:
+        return f"unknown ship {ship!r}; ships are {', '.join(SHIP_IDS)}"
+    if not placement.fits(length):
+        return (
+            f"off the board: {ship} (length {length}) at {placement.describe()} "
+            f"does not fit on the {BOARD_SIZE}x{BOARD_SIZE} board"
+        )
+    wanted = set(placement.cells(length))
+    for other, where in fleet.items():
+        if other != ship and wanted.intersection(where.cells(FLEET[other])):
+            return f"overlap: {ship} at {placement.describe()} overlaps your {other}"
+    return None
+
+
+def fleet_is_legal(fleet: dict[str, Placement]) -> bool:
+    """True when ``fleet`` holds every ship exactly once, legally placed."""
+    if set(fleet) != set(FLEET):
+        return False
+    return all(placement_error(fleet, ship, p) is None for ship, p in fleet.items())

@@ -1,0 +1,180 @@
+"""Every MQTT topic name of the protocol, and the parser of inbound topics.
+
+This is the only module that spells topic strings. Team names and arena
+prefixes become topic levels, so they are validated here: 1-32 characters of
+``[A-Za-z0-9_-]``; anything else (``/ + # $``, spaces, NUL, non-ASCII) could
+inject levels or wildcards.
+
+``players`` is reserved as a team name and as a prefix: the shipped ACL grants
+``/+/players/%u/#`` for prefixed arenas, and a team or arena called
+``players`` would make ``/players/players/<team>/...`` readable by a team
+named like one of its sub-levels.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
+
+NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,32}", re.ASCII)
+RESERVED_NAMES: Final = frozenset({"players"})
+
+
+def name_error(name: str, what: str = "team name") -> str | None:
+    """Why ``name`` cannot be a team name (or arena prefix), or None."""
+    if not NAME_RE.fullmatch(name):
+        return f"invalid {what}: use 1-32 characters of A-Z a-z 0-9 _ -"
+    if name in RESERVED_NAMES:
+        return f"invalid {what}: {name!r} is reserved"
+    return None
+
+
+def is_valid_name(name: str) -> bool:
+    return name_error(name) is None
+
+
+class Inbound(enum.Enum):
+    """The topic families the referee subscribes to."""
+
+    JOIN = "join"
+    PLACE = "place"
+    FIRE = "fire"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """An inbound topic taken apart. ``name`` and ``ship`` are raw topic levels:
+    they are *not* validated here, so the caller can tell a bad name (report on
+    ``/game/errors``) from a bad message of a good name."""
+
+    kind: Inbound
+    name: str = ""
+    ship: str = ""
+
+
+class Topics:
+    """Topic builders for one arena. ``Topics("a").state == "/a/game/state"``."""
+
+    def __init__(self, prefix: str = "") -> None:
+        if prefix and (err := name_error(prefix, "arena prefix")):
+            raise ValueError(err)
+        self.prefix = prefix
+        root = f"/{prefix}" if prefix else ""
+        self._game = f"{root}/game"
+        self._players = f"{root}/players"
+        self.state = f"{self._game}/state"
+        self.server = f"{self._game}/server"
+        self.pubkey = f"{self._game}/pubkey"
+        self.deadline = f"{self._game}/deadline"
+        self.turn = f"{self._game}/turn"
+        self.current = f"{self._game}/current"
+        self.hits = f"{self._game}/hits"
+        self.salvo = f"{self._game}/salvo"
+        self.winner = f"{self._game}/winner"
+        self.errors = f"{self._game}/errors"
+        self.stats_summary = f"{self._game}/stats/summary"
+        self.request_participation = f"{self._game}/request_participation"
+        self.players_list = f"{self._players}/list"
+        self.players_count = f"{self._players}/count"
+        self._players_slash = self._players + "/"
+        # Per-player builders run on every shot: memoise them per instance. The
+        # bound keeps a flood of made-up names from growing memory.
+        self.player_error = lru_cache(maxsize=1024)(self._player_error)
+        self.hit = lru_cache(maxsize=1024)(self._hit)
+        self.fire = lru_cache(maxsize=1024)(self._fire)
+        self.defeated = lru_cache(maxsize=1024)(self._defeated)
+        self.stats_player = lru_cache(maxsize=1024)(self._stats_player)
+        self.approved = lru_cache(maxsize=1024)(self._approved)
+        self.sunk = lru_cache(maxsize=1024)(self._sunk)
+        self.ship_error = lru_cache(maxsize=1024)(self._ship_error)
+        self.place = lru_cache(maxsize=1024)(self._place)
+
+    def _player_error(self, name: str) -> str:
+        return f"{self._players}/{name}/error"
+
+    def _hit(self, name: str) -> str:
+        return f"{self._players}/{name}/hit"
+
+    def _fire(self, name: str) -> str:
+        return f"{self._players}/{name}/fire"
+
+    def _defeated(self, name: str) -> str:
+        return f"{self._players}/{name}/defeated"
+
+    def _stats_player(self, name: str) -> str:
+        return f"{self._game}/stats/players/{name}"
+
+    def _approved(self, name: str, ship: str) -> str:
+        return f"{self._players}/{name}/ships/{ship}/approved"
+
+    def _sunk(self, name: str, ship: str) -> str:
+        return f"{self._players}/{name}/ships/{ship}/sunk"
+
+    def _ship_error(self, name: str, ship: str) -> str:
+        return f"{self._players}/{name}/ships/{ship}/error"
+
+    def _place(self, name: str, ship: str) -> str:
+        return f"{self._players}/{name}/ships/{ship}/place"
+
+    # -- subscriptions -------------------------------------------------------
+
+    @property
+    def inbound_filters(self) -> tuple[str, ...]:
+        """What the referee subscribes to."""
+        return (
+            self.request_participation,
+            f"{self._players}/+/ships/+/place",
+            f"{self._players}/+/fire",
+        )
+
+    @property
+    def public_filters(self) -> tuple[str, ...]:
+        """Everything a spectator may read (spec section 9)."""
+        return (
+            f"{self._game}/state",
+            f"{self._game}/server",
+            f"{self._game}/pubkey",
+            f"{self._game}/deadline",
+            f"{self._game}/turn",
+            f"{self._game}/current",
+            f"{self._game}/hits",
+            f"{self._game}/salvo",
+            f"{self._game}/winner",
+            f"{self._game}/errors",
+            f"{self._game}/stats/#",
+            self.players_list,
+            self.players_count,
+            f"{self._players}/+/ships/+/sunk",
+            f"{self._players}/+/defeated",
+        )
+
+    def private_filter(self, name: str) -> str:
+        """Everything addressed to one team."""
+        return f"{self._players}/{name}/#"
+
+    def everything(self) -> str:
+        """A filter for every topic of this arena (prefixed arenas only are
+        fully separable; unprefixed ``#`` also matches other arenas)."""
+        return f"/{self.prefix}/#" if self.prefix else "#"
+
+    # -- parsing -------------------------------------------------------------
+
+    def parse_inbound(self, topic: str) -> Route | None:
+        """Take an inbound topic apart; None when it is not one of ours."""
+        if topic == self.request_participation:
+            return Route(Inbound.JOIN)
+        if not topic.startswith(self._players_slash):
+            return None
+        levels = topic[len(self._players_slash) :].split("/")
+        if len(levels) == 2 and levels[1] == "fire":
+            return Route(Inbound.FIRE, name=levels[0])
+        if len(levels) == 4 and levels[1] == "ships" and levels[3] == "place":
+            return Route(Inbound.PLACE, name=levels[0], ship=levels[2])
+        return None
+
+    def owns(self, topic: str) -> bool:
+        """True when ``topic`` lies in this arena's namespace."""
+        return topic.startswith((self._game + "/", self._players + "/"))

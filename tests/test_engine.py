@@ -1,0 +1,507 @@
+"""Unit tests of the sans-IO engine: every rule, no broker."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from salvo.engine import Config, Fire, Join, Phase, Place, Publish, Tick
+from salvo.rules import SHIP_IDS, Placement
+
+from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
+
+
+def payloads(effects: list[Publish], topic: str) -> list[str]:
+    return [p.payload for p in effects if p.topic == topic]
+
+
+# -- config -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"turn_timeout": 0}, {"min_players": 1}, {"min_players": 5, "max_players": 4}, {"max_missed_turns": 0}],
+)
+def test_config_rejects_nonsense(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - the message is ours, any wording
+        Config(**bad)  # type: ignore[arg-type]
+
+
+# -- lobby: joins -------------------------------------------------------------------------
+
+
+def test_join_publishes_list_count_approved_false_and_deadline() -> None:
+    d = Driver(placement_timeout=60)
+    out = d.ok(Join("alice", b"k" * 32, d.now))
+    assert [(p.topic, p.payload, p.retain) for p in out] == [
+        ("/players/list", '["alice"]', True),
+        ("/players/count", "1", True),
+        *[(f"/players/alice/ships/{s}/approved", "false", True) for s in SHIP_IDS],
+        ("/game/deadline", json.dumps({"phase": "placement", "at": d.now + 60}, separators=(",", ":")), True),
+    ]
+    d.join("bob")
+    assert d.game.retained["/players/list"] == '["alice","bob"]'
+    assert d.game.retained["/players/count"] == "2"
+
+
+def test_each_join_rearms_the_placement_deadline() -> None:
+    d = Driver(placement_timeout=60)
+    d.join("alice")
+    first = d.game.next_deadline()
+    d.now += 30
+    d.join("bob")
+    assert d.game.next_deadline() == first + 30  # type: ignore[operator]
+
+
+def test_repeat_join_with_same_key_is_a_noop() -> None:
+    d = Driver()
+    d.join("alice")
+    before = d.game.snapshot()
+    assert d.ok(Join("alice", b"alice".ljust(32, b"k"), d.now)) == []
+    assert d.game.snapshot() == before
+
+
+def test_name_taken_with_another_key() -> None:
+    d = Driver()
+    d.join("alice")
+    d.rejected(Join("alice", b"x" * 32, d.now), "name taken")
+
+
+def test_lobby_full() -> None:
+    d = Driver(max_players=2)
+    d.join("a", "b")
+    d.rejected(Join("c", b"c" * 32, d.now), "lobby full")
+    # a repeat join of a joined player is still a no-op, not "full"
+    assert d.ok(Join("a", b"a".ljust(32, b"k"), d.now)) == []
+
+
+def test_join_outside_the_lobby() -> None:
+    d = Driver()
+    d.start({"a": ROWS, "b": ROWS})
+    d.rejected(Join("c", b"c" * 32, d.now), "game in progress")
+    d.rejected(Join("a", b"a".ljust(32, b"k"), d.now), "game in progress")
+
+
+# -- lobby: placements -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ship", "placement"),
+    [
+        ("carrier", Placement(6, 0, H)),  # needs x 6..10
+        ("carrier", Placement(0, 6, V)),
+        ("patrolboat", Placement(9, 0, H)),
+        ("patrolboat", Placement(-1, 0, H)),
+        ("patrolboat", Placement(0, 10, H)),
+        ("destroyer", Placement(10, 10, V)),
+    ],
+)
+def test_off_board_placements_are_rejected(ship: str, placement: Placement) -> None:
+    d = Driver()
+    d.join("a")
+    d.rejected(Place("a", ship, placement, d.now), "off the board")
+
+
+@pytest.mark.parametrize(
+    ("ship", "placement"),
+    [("carrier", Placement(5, 0, H)), ("carrier", Placement(0, 5, V)), ("patrolboat", Placement(8, 9, H))],
+)
+def test_placements_touching_the_edge_are_legal(ship: str, placement: Placement) -> None:
+    d = Driver()
+    d.join("a")
+    out = d.ok(Place("a", ship, placement, d.now))
+    assert [(p.topic, p.payload, p.retain) for p in out] == [(f"/players/a/ships/{ship}/approved", "true", True)]
+
+
+def test_overlap_is_rejected_and_names_no_coordinates_of_the_other_ship() -> None:
+    d = Driver()
+    d.join("a")
+    d.ok(Place("a", "carrier", Placement(2, 2, H), d.now))
+    reason = d.rejected(Place("a", "destroyer", Placement(4, 0, V), d.now), "overlap", "carrier")
+    assert "2;2" not in reason
+
+
+def test_ships_may_touch() -> None:
+    d = Driver()
+    d.join("a")
+    d.ok(Place("a", "carrier", Placement(0, 0, H), d.now))
+    d.ok(Place("a", "battleship", Placement(0, 1, H), d.now))
+    d.ok(Place("a", "destroyer", Placement(5, 0, H), d.now))
+
+
+def test_replacing_an_approved_ship_moves_it() -> None:
+    d = Driver()
+    d.join("a")
+    d.ok(Place("a", "carrier", Placement(0, 0, H), d.now))
+    d.ok(Place("a", "carrier", Placement(0, 5, H), d.now))
+    # the old cells are free again, the new ones taken
+    d.ok(Place("a", "battleship", Placement(0, 0, H), d.now))
+    d.rejected(Place("a", "destroyer", Placement(0, 5, H), d.now), "overlap")
+    assert d.game.players["a"].fleet["carrier"] == Placement(0, 5, H)
+
+
+def test_invalid_move_keeps_the_old_placement() -> None:
+    d = Driver()
+    d.join("a")
+    d.ok(Place("a", "carrier", Placement(0, 0, H), d.now))
+    d.rejected(Place("a", "carrier", Placement(7, 0, H), d.now), "off the board")
+    assert d.game.players["a"].fleet["carrier"] == Placement(0, 0, H)
+    assert d.game.retained["/players/a/ships/carrier/approved"] == "true"
+
+
+def test_placement_by_unjoined_player_or_unknown_ship() -> None:
+    d = Driver()
+    d.join("a")
+    d.rejected(Place("ghost", "carrier", Placement(0, 0, H), d.now), "not a joined player")
+    d.rejected(Place("a", "canoe", Placement(0, 0, H), d.now), "unknown ship")
+
+
+def test_placement_outside_the_lobby() -> None:
+    d = Driver()
+    d.start({"a": ROWS, "b": ROWS})
+    d.rejected(Place("a", "carrier", Placement(0, 9, H), d.now), "not in the lobby")
+
+
+# -- start ------------------------------------------------------------------------------
+
+
+def test_game_starts_when_all_fleets_are_complete_and_play_order_is_completion_order() -> None:
+    d = Driver(seed=3)
+    d.join("a", "b", "c")
+    d.place("c", ROWS)
+    d.place("a", COLUMNS)
+    assert d.game.phase is Phase.LOBBY
+    out = d.place("b", ROWS)
+    assert d.game.phase is Phase.TURN
+    assert d.game.order == ["c", "a", "b"]
+    assert d.game.retained["/players/list"] == '["c","a","b"]'
+    first = d.game.current
+    assert first in {"a", "b", "c"}
+    i = d.game.order.index(first)  # type: ignore[arg-type]
+    expected = [d.game.order[(i + k) % 3] for k in range(6)]
+    seen = []
+    for _ in range(6):
+        seen.append(d.game.current)
+        d.idle_turn()
+    assert seen == expected
+    # the start publishes list, count, state, then the first turn
+    tail = [p.topic for p in out[-6:]]
+    assert tail == ["/players/list", "/players/count", "/game/state", "/game/deadline", "/game/turn", "/game/current"]
+
+
+def test_min_players_waits_for_enough_joins() -> None:
+    d = Driver(min_players=3)
+    d.join("a", "b")
+    d.place("a", ROWS)
+    d.place("b", ROWS)
+    assert d.game.phase is Phase.LOBBY
+    d.join("c")
+    d.place("c", ROWS)
+    assert d.game.phase is Phase.TURN
+
+
+def test_completing_a_fleet_twice_does_not_duplicate_play_order() -> None:
+    d = Driver(min_players=3)
+    d.join("a", "b", "c")
+    d.place("a", ROWS)
+    d.place("a", COLUMNS)  # moves every ship; the fleet was already complete
+    d.place("b", ROWS)
+    d.place("c", ROWS)
+    assert d.game.order == ["a", "b", "c"]
+
+
+def test_first_player_is_seeded() -> None:
+    def first(seed: int) -> str | None:
+        d = Driver(seed=seed)
+        d.start({"a": ROWS, "b": ROWS, "c": ROWS, "d": ROWS})
+        return d.game.current
+
+    assert all(first(11) == first(11) for _ in range(3))
+    assert len({first(s) for s in range(20)}) > 1
+
+
+def test_deadline_starts_with_two_complete_fleets_and_leaves_the_rest_out() -> None:
+    d = Driver(placement_timeout=60)
+    d.join("a", "b", "c")
+    d.place("b", ROWS)
+    d.ok(Place("c", "carrier", Placement(0, 0, H), d.now))
+    d.place("a", COLUMNS)
+    out = d.tick(59.9)
+    assert out == [] and d.game.phase is Phase.LOBBY
+    out = d.tick(0.2)
+    assert d.game.phase is Phase.TURN
+    assert d.game.order == ["b", "a"]
+    (err,) = [p for p in out if p.topic == "/players/c/error"]
+    assert not err.retain and "left out" in json.loads(err.payload)["error"]
+    assert payloads(out, "/players/list") == ['["b","a"]']
+    assert payloads(out, "/players/count") == ["2"]
+    assert topics_of(out).index("/players/c/error") < topics_of(out).index("/game/state")
+
+
+def test_too_few_fleets_at_deadline_keeps_lobby_open_and_rearms() -> None:
+    d = Driver(placement_timeout=60)
+    d.join("a", "b")
+    d.place("a", ROWS)
+    out = d.tick(61)
+    assert d.game.phase is Phase.LOBBY
+    assert payloads(out, "/game/deadline") == [json.dumps({"phase": "placement", "at": d.now + 60}).replace(" ", "")]
+    d.place("b", ROWS)  # now all complete: starts at once
+    assert d.game.phase is Phase.TURN
+
+
+def test_no_deadline_before_the_first_join() -> None:
+    d = Driver()
+    assert d.game.next_deadline() is None
+    assert d.tick(10_000) == []
+
+
+# -- turns ---------------------------------------------------------------------------------
+
+
+def started(seed: int = 7, **config: float) -> Driver:
+    d = Driver(seed=seed, **config)
+    d.start({"a": ROWS, "b": COLUMNS})
+    return d
+
+
+def other(d: Driver) -> str:
+    return "b" if d.game.current == "a" else "a"
+
+
+def fleet_of(name: str) -> dict[str, Placement]:
+    return ROWS if name == "a" else COLUMNS
+
+
+def test_turn_announcement_order_and_payloads() -> None:
+    d = started(turn_timeout=30)
+    cur = d.game.current
+    tail = d.published[-3:]
+    assert [(p.topic, p.retain) for p in tail] == [
+        ("/game/deadline", True),
+        ("/game/turn", True),
+        ("/game/current", True),
+    ]
+    assert json.loads(tail[1].payload) == {"turn": 1, "player": cur, "shots": 5}
+    assert tail[2].payload == cur
+    assert json.loads(tail[0].payload) == {"phase": "turn", "at": d.now + 30}
+
+
+def test_every_accepted_shot_publishes_hit_to_target_unretained() -> None:
+    d = started()
+    tgt = other(d)
+    out = d.fire(tgt, 9, 9)
+    assert [(p.topic, p.payload, p.retain) for p in out] == [(f"/players/{tgt}/hit", '{"x":9,"y":9}', False)]
+
+
+def test_hit_rule_counts_repeated_hits_and_ignores_misses() -> None:
+    d = started()
+    tgt = other(d)
+    x, y = ship_cells(fleet_of(tgt), "carrier")[0]
+    mx, my = next((cx, cy) for cy in range(10) for cx in range(10) if (cx, cy) not in all_cells(fleet_of(tgt)))
+    out = d.play_turn([(tgt, x, y), (tgt, x, y), (tgt, mx, my), (tgt, x, y), (tgt, mx, my)])
+    assert payloads(out, "/game/hits") == ["3"]
+
+
+def test_shots_allowed_equal_ships_afloat_at_turn_start() -> None:
+    d = started()
+    shooter, tgt = d.game.current, other(d)
+    assert shooter is not None
+    # shooter sinks two of target's ships (5 shots: patrolboat 2 + destroyer 3)
+    cells = ship_cells(fleet_of(tgt), "patrolboat") + ship_cells(fleet_of(tgt), "destroyer")
+    d.play_turn([(tgt, x, y) for x, y in cells])
+    assert d.game.current == tgt and d.game.allowed == 3
+    assert json.loads(d.game.retained["/game/turn"])["shots"] == 3
+    d.idle_turn()
+    assert d.game.current == shooter and d.game.allowed == 5
+
+
+def test_sinks_and_defeats_are_announced_only_at_salvo_end_in_spec_order() -> None:
+    d = started()
+    shooter, tgt = d.game.current, other(d)
+    assert shooter is not None
+    pb = ship_cells(fleet_of(tgt), "patrolboat")
+    dest = ship_cells(fleet_of(tgt), "destroyer")
+    out = d.fire(tgt, *pb[0]) + d.fire(tgt, *pb[1])
+    assert "sunk" not in " ".join(topics_of(out)), "a sink leaked before the salvo ended"
+    out = [p for x, y in dest for p in d.fire(tgt, x, y)]
+    topics = topics_of(out)
+    assert topics[:3] == [f"/players/{tgt}/hit"] * 3
+    assert topics[3:7] == [
+        "/game/hits",
+        "/game/salvo",
+        f"/players/{tgt}/ships/destroyer/sunk",
+        f"/players/{tgt}/ships/patrolboat/sunk",
+    ]
+    assert topics[7:] == ["/game/deadline", "/game/turn", "/game/current"]
+    salvo = next(p for p in out if p.topic == "/game/salvo")
+    assert salvo.retain and json.loads(salvo.payload) == {"turn": 1, "player": shooter, "shots": 5, "hits": 5}
+    hits = next(p for p in out if p.topic == "/game/hits")
+    assert not hits.retain and hits.payload == "5"
+
+
+def test_self_fire_is_allowed_and_can_sink_own_ship() -> None:
+    d = started()
+    me = d.game.current
+    assert me is not None
+    cells = ship_cells(fleet_of(me), "patrolboat")
+    out = d.play_turn([(me, x, y) for x, y in cells] + d.misses(other(d), 3))
+    assert f"/players/{me}/ships/patrolboat/sunk" in topics_of(out)
+    assert d.game.players[me].ships_sunk == 0  # own ships are not a credit
+
+
+def test_sunk_player_is_targetable_until_the_salvo_ends_then_defeated() -> None:
+    d = Driver(seed=1)
+    d.start({"a": ROWS, "b": COLUMNS, "c": ROWS})
+    shooter = d.cur
+    victim = next(n for n in d.game.order if n != shooter)
+    cells = all_cells(d.fleets[victim])
+    last_two = cells[-2:]
+    d.wear_down(victim, cells[:-2], shooter=shooter)
+    while d.cur != shooter:
+        d.idle_turn()
+    n = d.game.allowed
+    assert n > 2
+    # the last two cells, then more shots at the already-sunk victim: still accepted
+    out = d.play_turn([(victim, x, y) for x, y in last_two] + d.misses(victim, n - 2))
+    topics = topics_of(out)
+    assert topics.count(f"/players/{victim}/hit") == n
+    assert topics.index(f"/players/{victim}/defeated") > topics.index("/game/salvo")
+    assert d.game.players[victim].defeated_in_turn == d.game.turn - 1
+    # now defeated: skipped in the rotation and no longer a target
+    d.rejected(Fire(victim, 0, 9, None, b"n" * 24, d.now), "already defeated")
+
+
+def test_skip_defeated_players_in_rotation() -> None:
+    d = Driver(seed=2)
+    d.start({"a": ROWS, "b": COLUMNS, "c": ROWS})
+    d.wear_down("b", all_cells(COLUMNS))
+    assert d.game.players["b"].defeated
+    ring = [n for n in d.game.order if n != "b"]
+    seen = []
+    for _ in range(5):
+        seen.append(d.cur)
+        d.idle_turn()
+    assert "b" not in seen
+    assert all(ring[(ring.index(x) + 1) % 2] == y for x, y in itertools.pairwise(seen))
+
+
+def test_turn_timeout_ends_salvo_with_partial_shots() -> None:
+    d = started(turn_timeout=30)
+    cur, tgt = d.game.current, other(d)
+    d.fire(tgt, *ship_cells(fleet_of(tgt), "carrier")[0])
+    assert d.tick(29) == []
+    out = d.tick(1)
+    assert json.loads(payloads(out, "/game/salvo")[0]) == {"turn": 1, "player": cur, "shots": 1, "hits": 1}
+    assert d.game.current == tgt and d.game.turn == 2
+    assert d.game.players[cur].missed == 0  # type: ignore[index]
+
+
+def test_player_dropped_after_missed_turns_and_forfeit() -> None:
+    d = started(turn_timeout=10, max_missed_turns=3)
+    idle, active = d.game.current, other(d)
+    assert idle is not None
+    for n in range(3):
+        out = d.tick(10)  # idle times out
+        if n < 2:
+            assert d.game.players[idle].missed == n + 1
+            d.idle_turn()  # the active player plays
+    assert d.game.players[idle].defeated and d.game.players[idle].reason == "timeout"
+    assert f"/players/{idle}/defeated" in topics_of(out)
+    assert d.game.phase is Phase.OVER and d.game.winner == active
+    summary = json.loads(d.game.retained["/game/stats/summary"])
+    assert summary["termination"] == "forfeit"
+    assert json.loads(d.game.retained[f"/game/stats/players/{idle}"])["reason"] == "timeout"
+
+
+def test_a_shot_resets_the_missed_turn_counter() -> None:
+    d = started(turn_timeout=10, max_missed_turns=2)
+    idle = d.game.current
+    assert idle is not None
+    d.tick(10)
+    d.idle_turn()
+    d.play_turn(d.misses(other(d), 1))
+    d.tick(10)  # idle fired once then timed out: not a missed turn
+    assert d.game.players[idle].missed == 0
+
+
+# -- fire rejections --------------------------------------------------------------------------
+
+
+def test_fire_rejections_leave_state_unchanged() -> None:
+    d = started()
+    tgt = other(d)
+    used = b"u" * 24
+    d.ok(Fire(tgt, 9, 9, None, used, d.now))
+    d.rejected(Fire(tgt, 8, 8, None, used, d.now), "replayed")
+    d.rejected(Fire(tgt, 8, 8, 2, b"t" * 24, d.now), "wrong turn")
+    d.rejected(Fire(tgt, 10, 0, None, b"o" * 24, d.now), "off the board")
+    d.rejected(Fire(tgt, 0, -1, None, b"o" * 24, d.now), "off the board")
+    d.rejected(Fire("zed", 0, 0, None, b"z" * 24, d.now), "unknown target")
+    d.ok(Fire(tgt, 8, 8, 1, b"t" * 24, d.now))  # the right turn number is fine
+
+
+def test_fire_outside_a_turn() -> None:
+    d = Driver()
+    d.join("a", "b")
+    d.rejected(Fire("a", 0, 0, None, b"x" * 24, d.now), "not in a turn")
+
+
+def test_left_out_player_is_not_a_target() -> None:
+    d = Driver(placement_timeout=5)
+    d.join("a", "b", "c")
+    d.place("a", ROWS)
+    d.place("b", ROWS)
+    d.tick(6)
+    d.rejected(Fire("c", 0, 0, None, b"c" * 24, d.now), "unknown target")
+
+
+# -- over and reset ---------------------------------------------------------------------------
+
+
+def finish(d: Driver) -> None:
+    """The current player sinks the other one; the other only idles."""
+    d.wear_down(other(d), all_cells(fleet_of(other(d))), shooter=d.cur)
+
+
+def test_reset_after_over_clears_every_retained_topic_and_keeps_nonces() -> None:
+    d = started(reset_after=300)
+    finish(d)
+    owned = set(d.game.retained) - {"/game/state"}
+    assert {"/game/winner", "/game/stats/summary", "/players/list", "/game/salvo"} <= owned
+    nonces = set(d.game.used_nonces)
+    assert d.tick(299) == []
+    out = d.tick(1)
+    cleared = {p.topic for p in out if p.payload == "" and p.retain}
+    assert cleared == owned
+    assert out[-1] == Publish("/game/state", "lobby", True)
+    assert d.game.retained == {"/game/state": "lobby"}
+    assert d.game.phase is Phase.LOBBY and d.game.game_no == 2
+    assert d.game.used_nonces == nonces
+    # a new game can be played, and old signatures stay spent
+    d.start({"a": ROWS, "b": COLUMNS})
+    d.rejected(Fire(other(d), 0, 0, None, next(iter(nonces)), d.now), "replayed")
+
+
+def test_over_rejects_everything() -> None:
+    d = started()
+    finish(d)
+    d.rejected(Join("z", b"z" * 32, d.now), "game in progress")
+    d.rejected(Place("a", "carrier", Placement(0, 0, H), d.now), "not in the lobby")
+    d.rejected(Fire("a", 0, 0, None, b"q" * 24, d.now), "not in a turn")
+
+
+def test_prefix_applies_to_every_published_topic() -> None:
+    d = Driver(prefix="arena1")
+    d.start({"a": ROWS, "b": COLUMNS})
+    finish(d)
+    d.tick(10_000)
+    assert d.published and all(p.topic.startswith("/arena1/") for p in d.published)
+
+
+def test_tick_is_idempotent_before_deadline() -> None:
+    d = started()
+    before = d.game.snapshot()
+    assert d.ok(Tick(d.now)) == []
+    assert d.game.snapshot() == before
