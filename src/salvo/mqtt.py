@@ -1,0 +1,101 @@
+"""paho-mqtt 2.x set-up shared by the referee, the SDK and the tools.
+
+Broker addresses are URLs: ``mqtt://[user[:password]@]host[:port]``, also
+``mqtts://`` (TLS), ``ws://``/``wss://`` (websockets; the path is kept).
+"""
+
+from __future__ import annotations
+
+import ssl
+import urllib.parse
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+_DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883, "ws": 9001, "wss": 443}
+
+
+@dataclass(frozen=True)
+class Broker:
+    host: str = "localhost"
+    port: int = 1883
+    username: str | None = None
+    password: str | None = None
+    transport: Literal["tcp", "websockets"] = "tcp"
+    tls: bool = False
+    path: str = "/"
+
+    @classmethod
+    def from_url(cls, url: str) -> Broker:
+        """Parse a broker URL; raise ValueError with a readable reason."""
+        parts = urllib.parse.urlsplit(url if "://" in url else f"mqtt://{url}")
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise ValueError(f"unsupported broker URL scheme {scheme!r}: use mqtt://, mqtts://, ws:// or wss://")
+        try:
+            port = parts.port or _DEFAULT_PORTS[scheme]
+        except ValueError as exc:
+            raise ValueError(f"bad port in broker URL {url!r}") from exc
+        return cls(
+            host=parts.hostname or "localhost",
+            port=port,
+            username=urllib.parse.unquote(parts.username) if parts.username else None,
+            password=urllib.parse.unquote(parts.password) if parts.password else None,
+            transport="websockets" if scheme in ("ws", "wss") else "tcp",
+            tls=scheme in ("mqtts", "ssl", "wss"),
+            path=parts.path or "/",
+        )
+
+    def with_credentials(self, username: str | None, password: str | None) -> Broker:
+        """These credentials where given, the URL's otherwise."""
+        return replace(self, username=username or self.username, password=password or self.password)
+
+    @property
+    def url(self) -> str:
+        """The URL without the password, for logs."""
+        scheme = {("tcp", False): "mqtt", ("tcp", True): "mqtts", ("websockets", False): "ws"}.get(
+            (self.transport, self.tls), "wss"
+        )
+        user = f"{self.username}@" if self.username else ""
+        path = self.path if self.transport == "websockets" and self.path != "/" else ""
+        return f"{scheme}://{user}{self.host}:{self.port}{path}"
+
+
+def new_client(
+    broker: Broker,
+    client_id: str = "",
+    *,
+    manual_ack: bool = False,
+    will: tuple[str, str] | None = None,
+) -> paho.Client:
+    """An MQTT 5 paho client with VERSION2 callbacks, credentials, TLS and a
+    retained last will (topic, payload) set up; not yet connected."""
+    client = paho.Client(
+        CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=paho.MQTTv5,
+        transport=broker.transport,
+        manual_ack=manual_ack,
+    )
+    if broker.transport == "websockets":
+        client.ws_set_options(path=broker.path)
+    if broker.tls:
+        client.tls_set_context(ssl.create_default_context())
+    if broker.username is not None:
+        client.username_pw_set(broker.username, broker.password)
+    if will is not None:
+        client.will_set(will[0], will[1], qos=1, retain=True)
+    client.reconnect_delay_set(min_delay=1, max_delay=30)
+    return client
+
+
+def session_properties(expiry_s: int) -> Properties:
+    """CONNECT properties asking the broker to keep our session (queued QoS 1
+    messages, subscriptions) for ``expiry_s`` seconds after a disconnect."""
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = expiry_s
+    return props

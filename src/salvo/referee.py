@@ -1,0 +1,309 @@
+"""The MQTT adapter: paho callbacks become arena inputs, effects become publishes.
+
+Threads, and why:
+
+* paho's network thread (``loop_start``) only hands messages off to a queue;
+  it never decrypts, parses or waits.
+* one *arena thread* per arena owns its :class:`~salvo.protocol.Arena`: it
+  takes messages from the queue one at a time, applies them, executes the
+  effects in order (persist, then publish) and then acknowledges the message
+  (manual QoS 1 acks: a message is acknowledged only once its outcome is
+  stored, so a crash makes the broker redeliver it). It also fires the timers.
+* a shared thread pool derives argon2id keys (70 ms, 64 MiB each; libsodium
+  releases the GIL), so joins never stall other messages.
+
+Every arena has its own MQTT connection because the retained last will
+(``/game/server`` = ``down``) is per connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import paho.mqtt.client as paho
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from salvo import crypto
+from salvo.engine import Event, Publish
+from salvo.mqtt import Broker, new_client, session_properties
+from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
+
+log = logging.getLogger("salvo.referee")
+
+#: Messages waiting for the arena thread. QoS 0 messages beyond this are
+#: dropped (at-most-once anyway); QoS 1 ones wait, which slows the network
+#: thread down instead of growing memory.
+QUEUE_LIMIT: Final = 10_000
+
+
+class Journal(Protocol):
+    """Where accepted events are persisted (see :mod:`salvo.store`)."""
+
+    def record(self, arena: str, game_no: int, event: Event) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    topic: str
+    payload: bytes
+    mid: int
+    qos: int
+    retain: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyDone:
+    job: DeriveKey
+    future: Future[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class _Connected:
+    session_present: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Fatal:
+    reason: str
+
+
+_STOP: Final = object()
+
+
+class ArenaRunner:
+    """One arena on one MQTT connection, driven by its own thread."""
+
+    def __init__(
+        self,
+        arena: Arena,
+        broker: Broker,
+        *,
+        client_id: str,
+        pool: Executor,
+        journal: Journal | None = None,
+        session_expiry_s: int = 3600,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.arena = arena
+        self.name = arena.topics.prefix or "(default)"
+        self._broker = broker
+        self._pool = pool
+        self._journal = journal
+        self._clock = clock
+        self._expiry = session_expiry_s
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"arena-{self.name}", daemon=True)
+        self.connected = threading.Event()
+        self.fatal: str | None = None
+        self.dropped = 0
+        self._ever_connected = False
+        t = arena.topics
+        self.client = new_client(broker, client_id, manual_ack=True, will=(t.server, "down"))
+        self.client.on_connect = self._on_connect
+        self.client.on_connect_fail = self._on_connect_fail
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_message = self._on_message
+
+    # -- paho callbacks: network thread, hand off only ------------------------------------
+
+    def _on_connect(self, client: paho.Client, _u: Any, flags: Any, rc: ReasonCode, _p: Any) -> None:
+        if rc.is_failure:
+            log.error("[%s] broker %s refused the connection: %s", self.name, self._broker.url, rc)
+            if not self._ever_connected and rc.value in (0x86, 0x87, 0x8C):  # bad credentials, not authorized
+                self._queue.put(_Fatal(f"broker refused the connection: {rc}"))
+            return
+        self._ever_connected = True
+        options = SubscribeOptions(qos=1)
+        client.subscribe([(f, options) for f in self.arena.topics.inbound_filters])
+        self._queue.put(_Connected(bool(flags.session_present)))
+
+    def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
+        log.warning("[%s] cannot reach broker %s; retrying", self.name, self._broker.url)
+
+    def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        self.connected.clear()
+        if rc.value != 0:
+            log.warning("[%s] lost the broker (%s); reconnecting", self.name, rc)
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        try:
+            topic = msg.topic
+        except UnicodeDecodeError:  # a broker should not let this through
+            topic = msg._topic.decode("utf-8", "replace")
+        item = _Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain)
+        if msg.qos == 0 and self._queue.qsize() >= QUEUE_LIMIT:
+            self.dropped += 1
+            return
+        self._queue.put(item)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.client.connect_async(
+            self._broker.host,
+            self._broker.port,
+            keepalive=30,
+            clean_start=False,
+            properties=session_properties(self._expiry),
+        )
+        self.client.loop_start()
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Ask the arena thread to publish ``down``, disconnect and end."""
+        self._queue.put(_STOP)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- the arena thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                deadline = self.arena.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - self._clock())
+                try:
+                    item = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    item = None
+                if item is _STOP:
+                    break
+                if isinstance(item, _Fatal):
+                    self.fatal = item.reason
+                    break
+                if item is not None:
+                    self._dispatch(item)
+                deadline = self.arena.next_deadline()
+                now = self._clock()
+                if deadline is not None and now >= deadline:
+                    self._execute(self.arena.on_tick(now))
+        except Exception as exc:  # a bug: say so loudly, stop this arena
+            log.exception("[%s] arena thread crashed", self.name)
+            self.fatal = f"internal error: {exc!r}"
+        finally:
+            self._shutdown()
+
+    def _dispatch(self, item: object) -> None:
+        now = self._clock()
+        if isinstance(item, _Message):
+            if item.retain:
+                # Only a fresh subscription delivers with the retain flag: the
+                # message is stale (from before this referee subscribed).
+                log.info("[%s] ignored stale retained message on %s", self.name, item.topic[:120])
+            else:
+                self._execute(self.arena.on_message(item.topic, item.payload, now))
+            if item.qos > 0:
+                self.client.ack(item.mid, item.qos)
+        elif isinstance(item, _KeyDone):
+            exc = item.future.exception()
+            if exc is None:
+                self._execute(self.arena.on_key(item.job, item.future.result(), now))
+            else:
+                self._execute(self.arena.on_key_failed(item.job, type(exc).__name__))
+        elif isinstance(item, _Connected):
+            log.info(
+                "[%s] connected to %s (session %s); publishing retained state",
+                self.name,
+                self._broker.url,
+                "resumed" if item.session_present else "new",
+            )
+            self._execute(list(self.arena.presence()))
+            self.connected.set()
+
+    def _execute(self, effects: list[Effect] | list[Publish]) -> None:
+        for effect in effects:
+            if isinstance(effect, Publish):
+                self.client.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
+            elif isinstance(effect, Record):
+                if self._journal is not None:
+                    self._journal.record(self.arena.topics.prefix, self.arena.game.game_no, effect.event)
+            elif isinstance(effect, DeriveKey):
+                future = self._pool.submit(crypto.derive_team_key, effect.name, effect.secret)
+                future.add_done_callback(self._key_callback(effect))
+            elif isinstance(effect, Log):
+                log.log(logging.INFO if effect.accepted else logging.WARNING, "[%s] %s", self.name, effect.text)
+
+    def _key_callback(self, job: DeriveKey) -> Callable[[Future[bytes]], None]:
+        # Runs on a pool thread: only hand the result back to the arena thread.
+        return lambda future: self._queue.put(_KeyDone(job, future))
+
+    def _shutdown(self) -> None:
+        if self.client.is_connected():
+            info = self.client.publish(self.arena.topics.server, "down", qos=1, retain=True)
+            with contextlib.suppress(RuntimeError, ValueError):
+                info.wait_for_publish(timeout=2)
+        self.client.disconnect()
+        self.client.loop_stop()
+        self.connected.clear()
+
+
+class Referee:
+    """Several arenas, one key-derivation pool, one journal."""
+
+    def __init__(
+        self,
+        arenas: list[Arena],
+        broker: Broker,
+        *,
+        client_id: str = "salvo-referee",
+        journal: Journal | None = None,
+        workers: int | None = None,
+        session_expiry_s: int = 3600,
+    ) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="argon2")
+        self.runners = [
+            ArenaRunner(
+                arena,
+                broker,
+                client_id=f"{client_id}-{arena.topics.prefix}" if arena.topics.prefix else client_id,
+                pool=self.pool,
+                journal=journal,
+                session_expiry_s=session_expiry_s,
+            )
+            for arena in arenas
+        ]
+
+    def start(self) -> None:
+        for runner in self.runners:
+            runner.start()
+
+    def wait_connected(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        return all(r.connected.wait(max(0.0, end - time.monotonic())) for r in self.runners)
+
+    def stop(self) -> None:
+        for runner in self.runners:
+            runner.request_stop()
+        for runner in self.runners:
+            runner.join(5.0)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def fatal(self) -> str | None:
+        return next((r.fatal for r in self.runners if r.fatal), None)
+
+    def any_stopped(self) -> bool:
+        return any(not r.alive for r in self.runners)
+
+
+def make_arenas(prefixes: list[str], config: Any, seed: int | str, referee_key: Any) -> list[Arena]:
+    """One arena per prefix, all sharing the referee key pair; arena ``p``'s
+    games are seeded with ``(seed, p)`` so arenas do not mirror each other."""
+    from salvo.engine import Game
+    from salvo.topics import Topics
+
+    return [Arena(Game(config, Topics(p), seed=f"{seed}/{p}" if p else seed), referee_key) for p in prefixes]
