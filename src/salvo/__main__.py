@@ -1,0 +1,5 @@
+"""``python -m salvo`` is the ``salvo`` command."""
+
+from salvo.cli import main
+
+main()
