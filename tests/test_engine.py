@@ -8,7 +8,7 @@ import json
 import pytest
 
 from salvo.engine import Config, Fire, Join, Phase, Place, Publish, Tick
-from salvo.rules import SHIP_IDS, Placement
+from salvo.rules import FLEET, SHIP_IDS, Placement
 
 from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
 
@@ -385,6 +385,47 @@ def test_skip_defeated_players_in_rotation() -> None:
         d.idle_turn()
     assert "b" not in seen
     assert all(ring[(ring.index(x) + 1) % 2] == y for x, y in itertools.pairwise(seen))
+
+
+def test_no_salvo_can_sink_its_shooter_and_the_last_opponent() -> None:
+    """A draw needs the shooter's last ships and the last opponent's to sink in
+    one salvo: one shot per afloat ship of the shooter is always one short."""
+    d = started()
+    me, them = d.cur, other(d)
+    keep = {me: [], them: []}  # one unhit cell per ship, the rest hit
+    for name in (me, them):
+        cells = []
+        for ship in SHIP_IDS:
+            ship_c = ship_cells(fleet_of(name), ship)
+            cells += ship_c[1:]
+            keep[name].append(ship_c[0])
+        d.wear_down(name, cells, shooter=me if name == them else them)
+    while d.cur != me:
+        d.idle_turn()
+    assert d.game.allowed == 5 == len(keep[me])
+    # all 5 shots at my own last cells: I am defeated, they are not
+    d.play_turn([(me, x, y) for x, y in keep[me]])
+    assert d.game.phase is Phase.OVER and d.game.winner == them
+
+
+def test_draw_when_nobody_is_left() -> None:
+    """The spec defines a draw (empty winner) although legal play cannot reach
+    it (see above): craft the state where both last ships are already fully
+    hit but not yet sunk, and let a salvo end."""
+    d = started()
+    me, them = d.cur, other(d)
+    for name in (me, them):
+        for ship in SHIP_IDS:
+            d.game.players[name].damage[ship] = set(fleet_of(name)[ship].cells(FLEET[ship]))
+    out = d.tick(30)  # the turn times out; the salvo ends; both fleets sink
+    assert d.game.phase is Phase.OVER
+    assert d.game.winner is None
+    assert Publish("/game/winner", "", True) in out  # cleared: nobody is left
+    summary = json.loads(d.game.retained["/game/stats/summary"])
+    assert summary["winner"] is None and summary["termination"] == "draw"
+    for name in (me, them):
+        stats = json.loads(d.game.retained[f"/game/stats/players/{name}"])
+        assert stats["place"] == 1 and stats["reason"] == "sunk"
 
 
 def test_turn_timeout_ends_salvo_with_partial_shots() -> None:
