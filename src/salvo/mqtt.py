@@ -2,14 +2,17 @@
 
 Broker addresses are URLs: ``mqtt://[user[:password]@]host[:port]``, also
 ``mqtts://`` (TLS), ``ws://``/``wss://`` (websockets; the path is kept).
+MQTT 5 is spoken by default; ``?protocol=3`` selects 3.1.1 for brokers
+without MQTT 5 (the demo's embedded amqtt broker, for one).
 """
 
 from __future__ import annotations
 
+import socket
 import ssl
 import urllib.parse
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -28,6 +31,7 @@ class Broker:
     transport: Literal["tcp", "websockets"] = "tcp"
     tls: bool = False
     path: str = "/"
+    mqtt5: bool = True
 
     @classmethod
     def from_url(cls, url: str) -> Broker:
@@ -40,6 +44,10 @@ class Broker:
             port = parts.port or _DEFAULT_PORTS[scheme]
         except ValueError as exc:
             raise ValueError(f"bad port in broker URL {url!r}") from exc
+        query = urllib.parse.parse_qs(parts.query)
+        version = query.get("protocol", ["5"])[-1]
+        if version not in ("3", "3.1.1", "5"):
+            raise ValueError(f"unsupported MQTT protocol {version!r}: use ?protocol=5 or ?protocol=3")
         return cls(
             host=parts.hostname or "localhost",
             port=port,
@@ -48,6 +56,7 @@ class Broker:
             transport="websockets" if scheme in ("ws", "wss") else "tcp",
             tls=scheme in ("mqtts", "ssl", "wss"),
             path=parts.path or "/",
+            mqtt5=version == "5",
         )
 
     def with_credentials(self, username: str | None, password: str | None) -> Broker:
@@ -62,7 +71,8 @@ class Broker:
         )
         user = f"{self.username}@" if self.username else ""
         path = self.path if self.transport == "websockets" and self.path != "/" else ""
-        return f"{scheme}://{user}{self.host}:{self.port}{path}"
+        query = "" if self.mqtt5 else "?protocol=3"
+        return f"{scheme}://{user}{self.host}:{self.port}{path}{query}"
 
 
 def new_client(
@@ -71,15 +81,18 @@ def new_client(
     *,
     manual_ack: bool = False,
     will: tuple[str, str] | None = None,
+    persistent: bool = False,
 ) -> paho.Client:
-    """An MQTT 5 paho client with VERSION2 callbacks, credentials, TLS and a
-    retained last will (topic, payload) set up; not yet connected."""
+    """A paho client with VERSION2 callbacks, credentials, TLS and a retained
+    last will (topic, payload) set up; not yet connected. ``persistent``
+    keeps the session on a 3.1.1 broker (MQTT 5: see :func:`connect_async`)."""
     client = paho.Client(
         CallbackAPIVersion.VERSION2,
         client_id=client_id,
-        protocol=paho.MQTTv5,
+        protocol=paho.MQTTv5 if broker.mqtt5 else paho.MQTTv311,
         transport=broker.transport,
         manual_ack=manual_ack,
+        clean_session=None if broker.mqtt5 else not persistent,
     )
     if broker.transport == "websockets":
         client.ws_set_options(path=broker.path)
@@ -90,12 +103,27 @@ def new_client(
     if will is not None:
         client.will_set(will[0], will[1], qos=1, retain=True)
     client.reconnect_delay_set(min_delay=1, max_delay=30)
+    client.on_socket_open = _no_delay
     return client
 
 
-def session_properties(expiry_s: int) -> Properties:
-    """CONNECT properties asking the broker to keep our session (queued QoS 1
-    messages, subscriptions) for ``expiry_s`` seconds after a disconnect."""
+def _no_delay(_client: paho.Client, _userdata: Any, sock: Any) -> None:
+    # A salvo is a burst of small messages, each waiting for its PUBACK:
+    # Nagle's algorithm would hold them back for the peer's delayed ACK.
+    if isinstance(sock, socket.socket):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def connect_async(client: paho.Client, broker: Broker, *, keepalive: int = 30, session_expiry_s: int = 0) -> None:
+    """Start connecting (paho retries in the background after loop_start).
+    ``session_expiry_s`` > 0 asks an MQTT 5 broker to keep our session
+    (subscriptions, queued QoS 1 messages) that long after a disconnect."""
+    if not broker.mqtt5:
+        client.connect_async(broker.host, broker.port, keepalive=keepalive)
+        return
     props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-    props.SessionExpiryInterval = expiry_s
-    return props
+    if session_expiry_s:
+        props.SessionExpiryInterval = session_expiry_s
+    client.connect_async(
+        broker.host, broker.port, keepalive=keepalive, clean_start=not session_expiry_s, properties=props
+    )

@@ -30,11 +30,10 @@ from typing import Any, Final, Protocol
 
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
-from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from salvo import crypto
 from salvo.engine import Event, Publish
-from salvo.mqtt import Broker, new_client, session_properties
+from salvo.mqtt import Broker, connect_async, new_client
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
 
 log = logging.getLogger("salvo.referee")
@@ -107,7 +106,7 @@ class ArenaRunner:
         self.dropped = 0
         self._ever_connected = False
         t = arena.topics
-        self.client = new_client(broker, client_id, manual_ack=True, will=(t.server, "down"))
+        self.client = new_client(broker, client_id, manual_ack=True, will=(t.server, "down"), persistent=True)
         self.client.on_connect = self._on_connect
         self.client.on_connect_fail = self._on_connect_fail
         self.client.on_disconnect = self._on_disconnect
@@ -122,8 +121,7 @@ class ArenaRunner:
                 self._queue.put(_Fatal(f"broker refused the connection: {rc}"))
             return
         self._ever_connected = True
-        options = SubscribeOptions(qos=1)
-        client.subscribe([(f, options) for f in self.arena.topics.inbound_filters])
+        client.subscribe([(f, 1) for f in self.arena.topics.inbound_filters])
         self._queue.put(_Connected(bool(flags.session_present)))
 
     def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
@@ -148,13 +146,7 @@ class ArenaRunner:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.client.connect_async(
-            self._broker.host,
-            self._broker.port,
-            keepalive=30,
-            clean_start=False,
-            properties=session_properties(self._expiry),
-        )
+        connect_async(self.client, self._broker, session_expiry_s=self._expiry)
         self.client.loop_start()
         self._thread.start()
 
