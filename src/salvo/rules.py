@@ -12,6 +12,7 @@ and must lie wholly on the board.
 from __future__ import annotations
 
 import enum
+import random
 from dataclasses import dataclass
 from typing import Final
 
@@ -94,3 +95,19 @@ def fleet_is_legal(fleet: dict[str, Placement]) -> bool:
     if set(fleet) != set(FLEET):
         return False
     return all(placement_error(fleet, ship, p) is None for ship, p in fleet.items())
+
+
+def random_fleet(rng: random.Random) -> dict[str, Placement]:
+    """A uniformly drawn legal fleet: each ship in turn at a random legal spot."""
+    while True:
+        fleet: dict[str, Placement] = {}
+        for ship in SHIP_IDS:
+            for _ in range(100):
+                p = Placement(rng.randrange(BOARD_SIZE), rng.randrange(BOARD_SIZE), rng.choice(list(Orientation)))
+                if placement_error(fleet, ship, p) is None:
+                    fleet[ship] = p
+                    break
+            else:
+                break  # boxed in: start again
+        if len(fleet) == len(FLEET):
+            return fleet

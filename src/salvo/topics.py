@@ -36,6 +36,17 @@ def is_valid_name(name: str) -> bool:
     return name_error(name) is None
 
 
+def matches(topic_filter: str, topic: str) -> bool:
+    """MQTT topic filter matching (``+`` one level, ``#`` the rest)."""
+    f_levels, t_levels = topic_filter.split("/"), topic.split("/")
+    for i, f in enumerate(f_levels):
+        if f == "#":
+            return True
+        if i >= len(t_levels) or (f != "+" and f != t_levels[i]):
+            return False
+    return len(f_levels) == len(t_levels)
+
+
 class Inbound(enum.Enum):
     """The topic families the referee subscribes to."""
 

@@ -1,0 +1,150 @@
+"""Strategies and what a player knows: no broker needed."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from salvo.bots import STRATEGIES, make_strategy
+from salvo.bots.sim import play_game, play_solo
+from salvo.rules import cell, fleet_is_legal, random_fleet
+from salvo.topics import Topics
+from salvo.view import MySalvo, Observer, ShipSunk, View
+
+NAMES = list(STRATEGIES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fleets_are_always_legal(name: str) -> None:
+    for seed in range(300):
+        assert fleet_is_legal(make_strategy(name, seed).place_fleet())
+
+
+def test_unknown_strategy_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="choose from random, hunt-target, density"):
+        make_strategy("psychic")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_games_are_played_with_legal_shots_only(name: str) -> None:
+    # The engine rejects any off-board, duplicate-turn or defeated-target shot;
+    # play_game records every rejection and fails on an incomplete salvo.
+    others = [n for n in NAMES if n != name]
+    for seed in range(6):
+        strategies = {
+            "me": make_strategy(name, seed),
+            "x": make_strategy(others[0], seed),
+            "y": make_strategy(others[1], seed),
+        }
+        result = play_game(strategies, seed=seed)
+        assert result.rejected == []
+        assert result.winner in strategies
+        for view in result.views.values():
+            for salvo in view.salvos.values():
+                assert all(0 <= x < 10 and 0 <= y < 10 and t != view.me for t, x, y in salvo.shots)
+
+
+def solo_means(seeds: range) -> dict[str, float]:
+    fleets = [random_fleet(random.Random(f"fleet/{s}")) for s in seeds]
+    pairs = list(zip(seeds, fleets, strict=True))
+    return {name: statistics.mean(play_solo(make_strategy(name, s), f).shots for s, f in pairs) for name in NAMES}
+
+
+def test_solo_benchmark_orders_like_the_published_anchors() -> None:
+    means = solo_means(range(120))
+    assert means["random"] > 85  # ~96 published
+    assert means["random"] > means["hunt-target"] > means["density"]
+    assert means["density"] <= 45  # ~42-45 published for probability density
+
+
+def test_density_beats_random_head_to_head() -> None:
+    wins = sum(
+        play_game({"d": make_strategy("density", s), "r": make_strategy("random", s)}, seed=s).winner == "d"
+        for s in range(30)
+    )
+    assert wins >= 27
+
+
+def test_same_seed_same_game() -> None:
+    def run() -> tuple[str | None, int]:
+        r = play_game({"a": make_strategy("density", 1), "b": make_strategy("hunt-target", 2)}, seed=9)
+        return r.winner, r.turns
+
+    assert run() == run()
+
+
+# -- evidence from aggregated salvo hit counts ---------------------------------------------
+
+
+def view_with(*salvos: MySalvo) -> View:
+    v = View("me", players=["me", "a", "b"])
+    for s in salvos:
+        v.salvos[s.turn] = s
+    return v
+
+
+def test_zero_hit_salvo_means_misses_and_full_hits_mean_hits() -> None:
+    v = view_with(
+        MySalvo(1, [("a", 0, 0), ("a", 1, 0)], hits=0),
+        MySalvo(2, [("a", 5, 5), ("b", 6, 6)], hits=2),
+    )
+    ev = v.evidence("a")
+    assert ev.misses == {cell(0, 0), cell(1, 0)}
+    assert ev.hits == {cell(5, 5)}
+    assert v.evidence("b").hits == {cell(6, 6)}
+    assert ev.shot == {cell(0, 0), cell(1, 0), cell(5, 5)}
+
+
+def test_partial_salvo_gives_maybes_refined_by_other_salvos() -> None:
+    v = view_with(MySalvo(1, [("a", 0, 0), ("a", 1, 0), ("a", 2, 0), ("a", 3, 0)], hits=1))
+    assert v.evidence("a").maybe == {cell(x, 0): 0.25 for x in range(4)}
+    # a later single shot at (0,0) missed, another at (1,0) missed: 1 hit left among 2
+    v.salvos[2] = MySalvo(2, [("a", 0, 0), ("a", 1, 0)], hits=0)
+    ev = v.evidence("a")
+    assert ev.misses == {cell(0, 0), cell(1, 0)}
+    assert ev.maybe == {cell(2, 0): 0.5, cell(3, 0): 0.5}
+    # and a miss at (2,0) pins the hit on (3,0)
+    v.salvos[3] = MySalvo(3, [("a", 2, 0)], hits=0)
+    assert v.evidence("a").hits == {cell(3, 0)}
+
+
+def test_a_sink_pins_down_the_ship_when_only_one_placement_fits() -> None:
+    v = view_with(
+        MySalvo(1, [("a", 4, 4), ("a", 5, 4)], hits=2),
+        MySalvo(2, [("a", 4, 3), ("a", 4, 5), ("a", 3, 4), ("a", 6, 4)], hits=0),
+    )
+    v.salvos[1].sunk.append(("a", "patrolboat"))
+    ev = v.evidence("a")
+    assert ev.resolved == {cell(4, 4), cell(5, 4)}
+    assert ev.open_hits == set()
+
+
+# -- the observer ----------------------------------------------------------------------
+
+
+def test_observer_builds_the_view_and_ignores_replayed_sinks() -> None:
+    t = Topics("p")
+    v = View("me")
+    obs = Observer(v, t)
+    obs.feed(t.state, "turn")
+    obs.feed(t.players_list, '["me","a"]')
+    obs.feed(t.turn, '{"turn":3,"player":"me","shots":5}')
+    obs.feed(t.current, "me")
+    assert v.my_turn() and v.allowed == 5
+    v.record_salvo([("a", 1, 1)])
+    obs.feed(t.salvo, '{"turn":3,"player":"me","shots":1,"hits":1}')
+    assert isinstance(obs.feed(t.sunk("a", "patrolboat"), "true"), ShipSunk)
+    assert v.salvos[3].sunk == [("a", "patrolboat")] and v.salvos[3].hits == 1
+    # a replayed (retained) sink is known but not credited to my last salvo
+    obs.feed(t.sunk("a", "carrier"), "true", retained=True)
+    assert v.sunk["a"] == ["patrolboat", "carrier"] and v.salvos[3].sunk == [("a", "patrolboat")]
+    obs.feed(t.hit("me"), '{"x":2,"y":3}')
+    obs.feed(t.defeated("a"), "true")
+    assert v.incoming == [(2, 3)] and v.defeated == {"a"} and v.opponents() == []
+    obs.feed(t.players_list, "not json")  # unreadable: ignored, nothing changes
+    assert v.players == ["me", "a"]
+    obs.feed(t.state, "over")
+    obs.feed(t.state, "lobby")
+    assert v.game == 1 and v.players == [] and v.salvos == {} and v.state == "lobby"
