@@ -1,0 +1,398 @@
+"""The team SDK: play Battleship: Salvo against the referee without
+hand-rolling MQTT and crypto.
+
+    from salvo.client import SalvoClient
+
+    with SalvoClient("ada", "ada's secret", "mqtt://ada:mqtt-password@localhost:1883") as me:
+        me.join()                                   # sealed to /game/pubkey
+        me.place_fleet(my_fleet)                    # retried until approved
+        while (turn := me.wait_my_turn()) is not None:
+            me.fire_salvo([("bob", 3, 4), ...][: turn.shots])
+        print(me.view.winner)
+
+Or hand a strategy to :meth:`SalvoClient.play`. :attr:`SalvoClient.view`
+is everything this team knows (see :mod:`salvo.view`); :meth:`events` yields
+what happened as typed events. The MQTT username defaults to the team name,
+as the shipped ACL expects. The team key (argon2id, ~70 ms) is derived once,
+on a worker thread, as soon as the client is created.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import paho.mqtt.client as paho
+
+from salvo import crypto
+from salvo.bots.base import Strategy
+from salvo.mqtt import Broker, connect_async, new_client
+from salvo.rules import SHIP_IDS, Placement
+from salvo.topics import Topics, name_error
+from salvo.view import ErrorReported, GameEvent, Observer, PlayersChanged, ShipApproved, Shot, View
+from salvo.wire import PlayerStats, StatsSummary
+
+_KEYS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="salvo-key")
+
+
+#: Events kept for waiters; older ones are dropped (a bot may run all night).
+EVENT_LOG = 5000
+#: A repeat join is a silent no-op; this long we listen for a "name taken".
+REPEAT_JOIN_GRACE_S = 1.0
+
+
+@functools.lru_cache(maxsize=64)
+def _derive(name: str, secret: str) -> Future[bytes]:
+    # One derivation per (name, secret) per process, however many clients.
+    return _KEYS.submit(crypto.derive_team_key, name, secret)
+
+
+class SalvoError(Exception):
+    """The referee refused something (its reason is the message)."""
+
+
+class JoinRefused(SalvoError):
+    pass
+
+
+class PlacementRefused(SalvoError):
+    pass
+
+
+@dataclass(frozen=True)
+class TurnToPlay:
+    turn: int
+    shots: int
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One finished game, as this team saw it."""
+
+    game: int
+    winner: str | None
+    me: str
+    summary: StatsSummary | None
+    mine: PlayerStats | None
+
+    def line(self) -> str:
+        head = f"game {self.game}: winner {self.winner or 'nobody'}"
+        if self.summary:
+            head += f" after {self.summary.turns} turns"
+        if self.mine is None:
+            return head + f" | {self.me}: not in this game"
+        m = self.mine
+        return (
+            f"{head} | {self.me}: place {m.place}, {m.shots} shots, {m.hits} hits ({m.accuracy:.0%}), "
+            f"sank {m.ships_sunk}, lost {m.ships_lost}"
+        )
+
+
+class SalvoClient:
+    """One team's connection to a referee (one arena)."""
+
+    def __init__(
+        self,
+        name: str,
+        secret: str,
+        broker: str | Broker = "mqtt://localhost:1883",
+        *,
+        prefix: str = "",
+        username: str | None = None,
+        password: str | None = None,
+        sealed: bool = True,
+        client_id: str | None = None,
+    ) -> None:
+        if err := name_error(name):
+            raise ValueError(err)
+        self.name = name
+        self.topics = Topics(prefix)
+        self.sealed = sealed
+        self._secret = secret
+        self._key = _derive(name, secret)
+        target = Broker.from_url(broker) if isinstance(broker, str) else broker
+        self.broker = target.with_credentials(username or target.username or name, password)
+        self.view = View(name)
+        self._observer = Observer(self.view, self.topics)
+        self._cond = threading.Condition()
+        # Every event with whether it was live (not a replay of retained state
+        # after a subscribe): only live events answer a request.
+        self._events: list[tuple[GameEvent, bool]] = []
+        self._dropped = 0  # events trimmed from the front of _events
+        self._listeners: list[Callable[[GameEvent], None]] = []
+        self._fired: tuple[int, int] = (-1, 0)  # (game, turn) of my last salvo
+        self._connected = threading.Event()
+        self._closed = False
+        self._refused: str | None = None
+        self._mqtt = new_client(self.broker, client_id or f"salvo-{name}-{os.urandom(4).hex()}")
+        self._mqtt.on_connect = self._on_connect
+        self._mqtt.on_message = self._on_message
+        self._mqtt.on_disconnect = lambda *_: self._connected.clear()
+
+    # -- connection ---------------------------------------------------------------
+
+    def connect(self, timeout: float = 10.0) -> SalvoClient:
+        connect_async(self._mqtt, self.broker)
+        self._mqtt.loop_start()
+        if not self._connected.wait(timeout):
+            self._mqtt.loop_stop()
+            raise ConnectionError(self._refused or f"cannot reach the broker at {self.broker.url}")
+        return self
+
+    def close(self) -> None:
+        """Disconnect; anything waiting on this client raises ConnectionError."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._mqtt.disconnect()
+        self._mqtt.loop_stop()
+
+    def __enter__(self) -> SalvoClient:
+        return self.connect()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def key(self) -> bytes:
+        """The team key (waits for the derivation started at construction)."""
+        return self._key.result()
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
+        if rc.is_failure:
+            self._refused = f"broker refused {self.broker.username!r}: {rc}"
+            return
+        # Subscribing again after every (re)connect replays the retained state:
+        # that is how a client resynchronises after a cut.
+        filters = [*self.topics.public_filters, self.topics.private_filter(self.name)]
+        client.subscribe([(f, 1) for f in filters])
+        self._connected.set()
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        with self._cond:
+            event = self._observer.feed(msg.topic, bytes(msg.payload), retained=msg.retain)
+            if event is not None:
+                self._events.append((event, not msg.retain))
+                if len(self._events) > 2 * EVENT_LOG:
+                    del self._events[:EVENT_LOG]
+                    self._dropped += EVENT_LOG
+            self._cond.notify_all()
+        if event is not None:
+            for listener in self._listeners:
+                listener(event)
+
+    # -- waiting ----------------------------------------------------------------
+
+    def on_event(self, listener: Callable[[GameEvent], None]) -> None:
+        """Call ``listener(event)`` for every event (on the network thread: keep it short)."""
+        self._listeners.append(listener)
+
+    def events(self, timeout: float | None = None) -> Iterator[GameEvent]:
+        """Events from the moment of this call on, as they happen; the
+        iterator ends after ``timeout`` seconds of silence."""
+        return self._events_from(self._mark(), timeout)
+
+    def _events_from(self, seen: int, timeout: float | None) -> Iterator[GameEvent]:
+        while fresh := self._next_events(seen, timeout):
+            seen += len(fresh)
+            yield from fresh
+
+    def _next_events(self, seen: int, timeout: float | None) -> list[GameEvent]:
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or self._mark() > seen, timeout)
+            return [] if self._closed else [e for e, _live in self._events[max(0, seen - self._dropped) :]]
+
+    def wait_until(self, predicate: Callable[[View], bool], timeout: float | None = 30.0) -> bool:
+        """Wait until ``predicate(view)`` holds; False on timeout."""
+        with self._cond:
+            done = self._cond.wait_for(lambda: self._closed or predicate(self.view), timeout)
+            if self._closed:
+                raise ConnectionError("the client was closed")
+            return done
+
+    def _mark(self) -> int:
+        with self._cond:
+            return self._dropped + len(self._events)
+
+    def _since(self, mark: int) -> list[GameEvent]:
+        """Live events since ``mark``: the referee's answers, not replays."""
+        return [e for e, live in self._events[max(0, mark - self._dropped) :] if live]
+
+    # -- playing ------------------------------------------------------------------
+
+    def _publish(self, topic: str, payload: str) -> None:
+        # QoS 1 without waiting for the PUBACK: every step waits for the
+        # referee's answer anyway, a salvo pipelines, and paho keeps and
+        # resends messages published during a short cut.
+        if self._closed:
+            raise ConnectionError("the client was closed")
+        self._mqtt.publish(topic, payload, qos=1)
+
+    def join(self, timeout: float = 30.0, repeat_grace: float = REPEAT_JOIN_GRACE_S) -> None:
+        """Join the lobby; returns once the referee lists this team. Raises
+        :class:`JoinRefused` with the referee's reason. If the team is listed
+        already (say, after a restart) the referee stays silent unless the
+        secret is wrong: ``repeat_grace`` is how long to listen for that."""
+        if not self.wait_until(lambda v: bool(v.state), timeout):
+            raise TimeoutError("no /game/state from the referee: is it running on this prefix?")
+        request = json.dumps({"name": self.name, "secret": self._secret})
+        if self.sealed:
+            if not self.wait_until(lambda v: v.pubkey is not None, timeout):
+                raise TimeoutError("no /game/pubkey to seal the request to (pass sealed=False?)")
+            assert self.view.pubkey is not None
+            request = crypto.seal_to(self.view.pubkey, request)
+        mark = self._mark()
+        topic = self.topics.request_participation
+        self._publish(topic, request)
+
+        def settled(_v: View) -> bool:
+            return any(
+                (isinstance(e, PlayersChanged) and self.name in e.players)
+                or (isinstance(e, ErrorReported) and e.report.topic == topic)
+                for e in self._since(mark)
+            )
+
+        # A new join is answered by the list; a repeat (after a restart) only
+        # by a refusal: if none comes within the grace and the (retained)
+        # list names us, we are in.
+        if not self.wait_until(settled, repeat_grace) and not (
+            self.name in self.view.players or self.wait_until(settled, max(0.0, timeout - repeat_grace))
+        ):
+            raise TimeoutError("the referee did not answer the participation request")
+        for e in self._since(mark):
+            if isinstance(e, ErrorReported) and e.report.topic == topic:
+                raise JoinRefused(e.report.error)
+        self.key  # noqa: B018 - placements need the key: make sure it is ready
+
+    def place_fleet(self, fleet: dict[str, Placement], timeout: float = 30.0, retries: int = 3) -> None:
+        """Place all five ships; resend a ship whose placement got an error
+        that may pass (e.g. sent before the join was processed); raise
+        :class:`PlacementRefused` for errors that will not."""
+        if set(fleet) != set(SHIP_IDS):
+            raise ValueError(f"a fleet has exactly these ships: {', '.join(SHIP_IDS)}")
+        pending = dict(fleet)
+        for _attempt in range(retries + 1):
+            mark = self._mark()
+            for ship, p in pending.items():
+                body = json.dumps({"coordinates": f"{p.x};{p.y}", "orientation": p.orientation.value})
+                self._publish(self.topics.place(self.name, ship), crypto.seal(self.key, body))
+
+            ships = set(pending)
+            if not self.wait_until(lambda _v, m=mark, s=ships: s <= self._answered(m), timeout):  # type: ignore[misc]
+                raise TimeoutError(f"no answer to placements of {', '.join(pending)}")
+            errors = {
+                self._ship_of(e): e.report.error
+                for e in self._since(mark)
+                if isinstance(e, ErrorReported) and self._ship_of(e) in pending
+            }
+            approved = self._answered(mark) - set(errors)
+            pending = {s: p for s, p in pending.items() if s not in approved}
+            if not pending:
+                return
+            permanent = {s: r for s, r in errors.items() if not r.startswith("not a joined player")}
+            if permanent:
+                raise PlacementRefused("; ".join(f"{s}: {r}" for s, r in permanent.items()))
+            time.sleep(0.2 * (_attempt + 1))
+        raise PlacementRefused(f"not approved after {retries} retries: {', '.join(pending)}")
+
+    def _answered(self, mark: int) -> set[str]:
+        """Ships approved or refused since ``mark``."""
+        events = self._since(mark)
+        done = {e.ship for e in events if isinstance(e, ShipApproved) and e.approved}
+        return done | {self._ship_of(e) for e in events if isinstance(e, ErrorReported)}
+
+    def _ship_of(self, e: ErrorReported) -> str:
+        parts = e.report.topic.split("/")
+        return parts[-2] if len(parts) >= 2 and parts[-1] == "place" else ""
+
+    def wait_my_turn(self, timeout: float | None = None) -> TurnToPlay | None:
+        """Block until it is this team's turn (returns how many shots), or the
+        game is over for this team (returns None)."""
+
+        def mine(v: View) -> bool:
+            return v.my_turn() and (v.game, v.turn) != self._fired
+
+        def ready(v: View) -> bool:
+            out = (
+                v.state in ("over", "lobby")
+                or self.name in v.defeated
+                or (v.state == "turn" and bool(v.players) and self.name not in v.players)
+            )
+            return mine(v) or out
+
+        if not self.wait_until(ready, timeout):
+            raise TimeoutError("still not my turn")
+        with self._cond:
+            return TurnToPlay(self.view.turn, self.view.allowed) if mine(self.view) else None
+
+    def fire_salvo(self, shots: list[Shot]) -> None:
+        """Fire this turn's shots ``(target, x, y)``, each signed for this turn."""
+        with self._cond:
+            turn = self.view.turn
+            self.view.record_salvo(shots)
+            self._fired = (self.view.game, turn)
+        for target, x, y in shots:
+            message = crypto.sign(self.key, {"x": x, "y": y, "turn": turn})
+            self._publish(self.topics.fire(target), json.dumps(message))
+
+    def wait_game_over(self, timeout: float | None = None) -> GameRecord:
+        """Block until the game this team is in is over; its record."""
+        game = self.view.game
+
+        def over(v: View) -> bool:
+            complete = v.state == "over" and v.summary is not None and all(p in v.stats for p in v.players)
+            return complete or v.game != game
+
+        if not self.wait_until(over, timeout):
+            raise TimeoutError("the game is not over")
+        with self._cond:
+            v = self.view
+            return GameRecord(v.game, v.winner, self.name, v.summary, v.stats.get(self.name))
+
+    def _next_game(self, finished: int, v: View) -> bool:
+        """A lobby, or a game in progress this team is in, other than ``finished``."""
+        return v.game != finished and (v.state == "lobby" or (v.state == "turn" and self.name in v.players))
+
+    def play(
+        self,
+        strategy: Strategy,
+        games: int | None = 1,
+        on_game: Callable[[GameRecord], None] | None = None,
+        turn_timeout: float | None = None,
+    ) -> list[GameRecord]:
+        """Play ``games`` games (None: forever), joining again after every
+        reset. Picks up a game in progress this team is part of, e.g. after
+        a restart."""
+        records: list[GameRecord] = []
+        finished = -1  # the game number of the last game played
+        while games is None or len(records) < games:
+            self.wait_until(functools.partial(self._next_game, finished), None)
+            if self.view.state == "lobby":
+                try:
+                    self.join()
+                except JoinRefused as refused:
+                    if not str(refused).startswith(("game in progress", "lobby full")):
+                        raise
+                    finished = self.view.game  # sit this game out
+                    continue
+                self.place_fleet(strategy.place_fleet())
+                self.wait_until(lambda v: v.state != "lobby", None)
+            while (turn := self.wait_my_turn(turn_timeout)) is not None:
+                with self._cond:
+                    shots = strategy.choose(self.view, turn.shots)
+                self.fire_salvo(shots)
+            if self.view.state == "lobby":
+                continue  # left out at the deadline, or the game was reset
+            record = self.wait_game_over()
+            records.append(record)
+            if on_game is not None:
+                on_game(record)
+            finished = record.game
+        return records
