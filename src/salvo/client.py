@@ -314,18 +314,22 @@ class SalvoClient:
 
     def wait_my_turn(self, timeout: float | None = None) -> TurnToPlay | None:
         """Block until it is this team's turn (returns how many shots), or the
-        game is over for this team (returns None)."""
+        game is over for this team (returns None). Joined but still in the
+        lobby, it waits for the game to start."""
+        game = self.view.game
 
         def mine(v: View) -> bool:
             return v.my_turn() and (v.game, v.turn) != self._fired
 
+        def out(v: View) -> bool:
+            if v.game != game or v.state == "over":
+                return True
+            if v.state == "lobby":
+                return self.name not in v.players  # not joined: nothing to wait for
+            return self.name in v.defeated or (bool(v.players) and self.name not in v.players)
+
         def ready(v: View) -> bool:
-            out = (
-                v.state in ("over", "lobby")
-                or self.name in v.defeated
-                or (v.state == "turn" and bool(v.players) and self.name not in v.players)
-            )
-            return mine(v) or out
+            return mine(v) or out(v)
 
         if not self.wait_until(ready, timeout):
             raise TimeoutError("still not my turn")

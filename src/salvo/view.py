@@ -116,8 +116,9 @@ class View:
         return ev
 
     def _resolve_sinks(self, ev: Evidence, target: str, salvos: list[MySalvo]) -> bool:
-        """Ships of ``target`` that sank in my salvos: if only one placement
-        of the ship fits my hits, its cells are explained (and certain hits)."""
+        """Ships of ``target`` that sank in my salvos: the cells that every
+        placement of the ship fitting my hits shares are explained (and
+        certain hits); with one fitting placement, that is all of it."""
         changed = False
         for s in salvos:
             for owner, ship in s.sunk:
@@ -130,9 +131,10 @@ class View:
                     for cs in placements(FLEET[ship])
                     if mine.intersection(cs) and possible.issuperset(cs) and not ev.resolved.intersection(cs)
                 ]
-                if len(fits) == 1 and not ev.resolved.issuperset(fits[0]):
-                    ev.resolved.update(fits[0])
-                    ev.hits.update(fits[0])
+                common = frozenset.intersection(*fits) if fits else frozenset()
+                if not ev.resolved.issuperset(common):
+                    ev.resolved.update(common)
+                    ev.hits.update(common)
                     changed = True
         return changed
 

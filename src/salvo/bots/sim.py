@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from dataclasses import dataclass, field
 
 from salvo.bots.base import Strategy
 from salvo.engine import Accepted, Config, Fire, Game, Join, Phase, Place, Publish
-from salvo.rules import FLEET, SHIP_IDS, Placement, cell, on_board
+from salvo.rules import FLEET, SHIP_IDS, Placement, cell, on_board, random_fleet
 from salvo.topics import Topics, matches
 from salvo.view import MySalvo, Observer, View
 
@@ -58,6 +59,34 @@ def play_solo(strategy: Strategy, fleet: dict[str, Placement], shots_per_turn: i
                 salvo.sunk.append((target, ship))
         view.salvos[view.turn] = salvo
     return SoloResult(shots, decisions, spent)
+
+
+@dataclass
+class SoloStats:
+    strategy: str
+    shots: list[int]
+    ms_per_decision: float
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(self.shots)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.shots)
+
+
+def solo_benchmark(games: int = 500, shots_per_turn: int = 1, seed: int = 0) -> list[SoloStats]:
+    """:func:`play_solo` for every strategy on the same ``games`` random fleets."""
+    from salvo.bots import STRATEGIES, make_strategy
+
+    fleets = [random_fleet(random.Random(f"{seed}/fleet/{i}")) for i in range(games)]
+    out = []
+    for name in STRATEGIES:
+        results = [play_solo(make_strategy(name, f"{seed}/{i}"), f, shots_per_turn) for i, f in enumerate(fleets)]
+        ms = 1000 * sum(r.decision_s for r in results) / sum(r.decisions for r in results)
+        out.append(SoloStats(name, [r.shots for r in results], ms))
+    return out
 
 
 @dataclass

@@ -1,0 +1,24 @@
+"""A complete bot in 20 lines: python minimal_bot.py NAME SECRET [BROKER_URL [PREFIX]]"""
+
+import random
+import sys
+
+from salvo.client import SalvoClient
+from salvo.rules import random_fleet
+
+name, secret = sys.argv[1:3]
+broker = sys.argv[3] if len(sys.argv) > 3 else "mqtt://localhost:1883"
+prefix = sys.argv[4] if len(sys.argv) > 4 else ""
+rng = random.Random()
+with SalvoClient(name, secret, broker, prefix=prefix) as me:
+    me.join()
+    me.place_fleet(random_fleet(rng))
+    untried: dict[str, list[tuple[int, int]]] = {}  # cells not yet fired at, per opponent
+    while (turn := me.wait_my_turn()) is not None:
+        shots = []
+        for _ in range(turn.shots):
+            target = rng.choice(me.view.opponents())
+            cells = untried.setdefault(target, [(x, y) for x in range(10) for y in range(10)])
+            shots.append((target, *cells.pop(rng.randrange(len(cells)))))
+        me.fire_salvo(shots)
+    print(me.wait_game_over().line())

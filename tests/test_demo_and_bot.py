@@ -1,0 +1,63 @@
+"""`salvo demo` and `salvo bot` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from mosquitto import Mosquitto
+
+
+def salvo(*args: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "salvo", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "120", **env},
+    )
+
+
+def test_demo_plays_two_games_on_its_embedded_broker() -> None:
+    proc = salvo("demo", "--bots", "3", "--games", "2", "--delay", "0", "--turn-timeout", "3", "--seed", "5")
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    lines = [line for line in out.splitlines() if line.startswith("game ")]
+    assert len(lines) == 2, out
+    names = {"ada", "grace", "alan"}
+    assert all(line.split("winner ")[1] in names for line in lines)
+    assert "accuracy" in out and "density" in out and "hunt-target" in out and "random" in out
+
+
+@pytest.mark.mqtt
+def test_bots_keep_playing_after_each_reset(broker: Mosquitto, start_referee: Any, prefix: str) -> None:
+    start_referee(turn_timeout=10, reset_after=0.5)
+    procs = [
+        salvo(
+            "bot",
+            "--name",
+            name,
+            "--secret",
+            f"{name}-s",
+            "--strategy",
+            strategy,
+            "--prefix",
+            prefix,
+            "--games",
+            "2",
+            "--seed",
+            "1",
+            SALVO_BROKER=broker.url(name),
+        )
+        for name, strategy in [("alice", "density"), ("bob", "hunt-target")]
+    ]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    for proc, out in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, out
+        games = [line for line in out.splitlines() if line.startswith("game ")]
+        assert len(games) == 2, out
+        assert all("place" in line for line in games)
