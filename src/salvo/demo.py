@@ -35,7 +35,7 @@ from salvo.mqtt import Broker, connect_async, new_client
 from salvo.referee import Referee, make_arenas
 from salvo.rules import BOARD_SIZE, FLEET, Placement, cell
 from salvo.topics import Topics
-from salvo.view import Shot, View
+from salvo.view import Shot, View, parse_names
 
 NAMES = ("ada", "grace", "alan", "edsger", "barbara", "donald", "ken", "margaret")
 
@@ -114,6 +114,7 @@ class Spectator:
         self.winner: str | None = None
         self.summary: wire.StatsSummary | None = None
         self.stats: dict[str, wire.PlayerStats] = {}
+        self.players: list[str] = []
         self.games_over = 0
         self._lock = threading.Lock()
         self._players = topics.players_list.removesuffix("list")
@@ -142,6 +143,8 @@ class Spectator:
             self.state = text
         elif topic == t.turn and text:
             self.turn = wire.TurnInfo.model_validate_json(text)
+        elif topic == t.players_list and text:
+            self.players = parse_names(text)
         elif topic == t.salvo and text:
             s = wire.SalvoResult.model_validate_json(text)
             self.log.append(f"turn {s.turn}: {s.player} fired {s.shots}, {s.hits} hit{'s' * (s.hits != 1)}")
@@ -211,9 +214,18 @@ class Spectator:
             width=25,
         )
 
+    def complete(self) -> bool:
+        """Every participant's stats of the finished game have arrived."""
+        with self._lock:
+            return self.state != "turn" and bool(self.players) and set(self.players) <= set(self.stats)
+
     def results_table(self) -> Table:
-        table = Table(title=f"winner: {self.winner or 'nobody'}", title_style="bold green")
-        for col in ("place", "player", "strategy", "shots", "hits", "accuracy", "sunk", "lost", "out"):
+        table = Table(
+            title=f"winner: {self.winner or 'nobody'}",
+            title_style="bold green",
+            caption="sunk: ships sunk; lost: own ships lost; out: turn of defeat",
+        )
+        for col in ("#", "player", "strategy", "shots", "hits", "acc", "sunk", "lost", "out"):
             table.add_column(col, justify="right" if col not in ("player", "strategy") else "left", no_wrap=True)
         for name, s in sorted(self.stats.items(), key=lambda kv: kv[1].place):
             table.add_row(
@@ -225,7 +237,7 @@ class Spectator:
                 f"{s.accuracy:.0%}",
                 str(s.ships_sunk),
                 str(s.ships_lost),
-                f"turn {s.defeated_in_turn}" if s.defeated_in_turn else "-",
+                str(s.defeated_in_turn or "-"),
             )
         return table
 
@@ -328,7 +340,9 @@ def run_demo(
                     game_no = min(spectator.games_over + 1, games)
                     live.update(spectator.render(f"salvo demo - game {game_no}/{games}"))
                     time.sleep(0.1)
-                time.sleep(0.3)  # the last stats
+                deadline = time.monotonic() + 5
+                while not spectator.complete() and time.monotonic() < deadline:
+                    time.sleep(0.05)  # our own subscription may lag the bots'
                 live.update(spectator.render(f"salvo demo - game {games}/{games}"))
             console.print()
             console.print(spectator.results_table())

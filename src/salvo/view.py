@@ -353,7 +353,7 @@ class Observer:
     def _list(self, text: str) -> GameEvent | None:
         if not text:
             return None
-        self.view.players = _parse_names(text)
+        self.view.players = parse_names(text)
         return PlayersChanged(tuple(self.view.players))
 
     def _winner(self, text: str) -> GameEvent | None:
@@ -412,7 +412,8 @@ class Observer:
         return None
 
 
-def _parse_names(text: str) -> list[str]:
+def parse_names(text: str) -> list[str]:
+    """The JSON array of ``/players/list``."""
     value: Any = json.loads(text)
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
         raise ValueError("not a list of names")
