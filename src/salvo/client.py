@@ -19,6 +19,7 @@ on a worker thread, as soon as the client is created.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -389,9 +390,10 @@ class SalvoClient:
                 self.place_fleet(strategy.place_fleet())
                 self.wait_until(lambda v: v.state != "lobby", None)
             while (turn := self.wait_my_turn(turn_timeout)) is not None:
+                # The strategy thinks on a snapshot: messages keep flowing meanwhile.
                 with self._cond:
-                    shots = strategy.choose(self.view, turn.shots)
-                self.fire_salvo(shots)
+                    snapshot = copy.deepcopy(self.view)
+                self.fire_salvo(strategy.choose(snapshot, turn.shots))
             if self.view.state == "lobby":
                 continue  # left out at the deadline, or the game was reset
             record = self.wait_game_over()

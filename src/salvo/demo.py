@@ -139,7 +139,7 @@ class Spectator:
                     b.shots.clear()
                     b.sunk.clear()
                     b.defeated = False
-                self.winner, self.summary, self.stats = None, None, {}
+                self.winner, self.summary, self.stats, self.players = None, None, {}, []
             self.state = text
         elif topic == t.turn and text:
             self.turn = wire.TurnInfo.model_validate_json(text)
@@ -220,6 +220,10 @@ class Spectator:
             return self.state != "turn" and bool(self.players) and set(self.players) <= set(self.stats)
 
     def results_table(self) -> Table:
+        with self._lock:
+            return self._results_table()
+
+    def _results_table(self) -> Table:
         table = Table(
             title=f"winner: {self.winner or 'nobody'}",
             title_style="bold green",
@@ -335,17 +339,22 @@ def run_demo(
                 )
                 thread.start()
                 threads.append(thread)
+            printed = 0
+            stop_waiting = time.monotonic() + 5
             with Live(spectator.render("salvo demo"), console=console, refresh_per_second=8) as live:
-                while any(t.is_alive() for t in threads):
+                while any(t.is_alive() for t in threads) or printed < spectator.games_over:
                     game_no = min(spectator.games_over + 1, games)
                     live.update(spectator.render(f"salvo demo - game {game_no}/{games}"))
-                    time.sleep(0.1)
-                deadline = time.monotonic() + 5
-                while not spectator.complete() and time.monotonic() < deadline:
-                    time.sleep(0.05)  # our own subscription may lag the bots'
-                live.update(spectator.render(f"salvo demo - game {games}/{games}"))
+                    # Each game's results once all its stats arrived (before the reset clears them).
+                    if printed < spectator.games_over and spectator.complete():
+                        printed += 1
+                        live.console.print(spectator.results_table())
+                    elif not any(t.is_alive() for t in threads) and time.monotonic() > stop_waiting:
+                        break
+                    if any(t.is_alive() for t in threads):
+                        stop_waiting = time.monotonic() + 5  # our subscription may lag the bots'
+                    time.sleep(0.05)
             console.print()
-            console.print(spectator.results_table())
         finally:
             for client in clients:
                 client.close()
