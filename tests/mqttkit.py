@@ -3,129 +3,26 @@ that speaks the protocol with nothing but paho and the crypto module."""
 
 from __future__ import annotations
 
-import functools
-import itertools
 import json
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import paho.mqtt.client as paho
-from paho.mqtt.subscribeoptions import SubscribeOptions
-
 from salvo import crypto
-from salvo.mqtt import Broker, new_client
+from salvo.conformance.harness import Msg, team_key, wait_until
+from salvo.conformance.harness import Recorder as _Recorder
+from salvo.mqtt import Broker
 from salvo.rules import Placement
 from salvo.topics import Topics
 
 from mosquitto import Mosquitto
 
-_ids = itertools.count()
+__all__ = ["Msg", "Recorder", "Team", "wait_until"]
 
 
-@dataclass(frozen=True)
-class Msg:
-    topic: str
-    payload: bytes
-    retain: bool
-
-    @property
-    def text(self) -> str:
-        return self.payload.decode()
-
-    def json(self) -> Any:
-        return json.loads(self.payload)
-
-
-class Recorder:
-    """A connected client that records every message it receives, in order."""
+class Recorder(_Recorder):
+    """The conformance harness's recorder, logged in as a test-broker user."""
 
     def __init__(self, broker: Mosquitto, user: str | None, filters: list[str] | tuple[str, ...]) -> None:
-        self.messages: list[Msg] = []
-        self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
-        self._cond = threading.Condition()
-        self._filters = list(filters)
-        self._subscribed = threading.Event()
-        self.client = new_client(Broker.from_url(broker.url(user)), f"test-{next(_ids)}")
-        self.client.on_connect = self._on_connect
-        self.client.on_subscribe = lambda *a: self._subscribed.set()
-        self.client.on_message = self._on_message
-        self.client.on_publish = self._on_publish
-        self.client.connect("127.0.0.1", broker.port)
-        self.client.loop_start()
-        if self._filters and not self._subscribed.wait(10):
-            raise TimeoutError("subscription not acknowledged")
-
-    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
-        if self._filters:
-            # retain-as-published: live messages keep the retain flag the
-            # referee set, so tests can check it.
-            options = SubscribeOptions(qos=1, retainAsPublished=True)
-            client.subscribe([(f, options) for f in self._filters])
-
-    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        with self._cond:
-            self.messages.append(Msg(msg.topic, msg.payload, msg.retain))
-            self._cond.notify_all()
-
-    def _on_publish(self, _c: paho.Client, _u: Any, mid: int, rc: Any, _p: Any) -> None:
-        with self._cond:
-            self.acks[mid] = rc.value
-            self._cond.notify_all()
-
-    def publish(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> int:
-        """Publish and wait for the broker's PUBACK; return its reason code
-        (0 accepted, 0x87 not authorized)."""
-        info = self.client.publish(topic, payload, qos=qos, retain=retain)
-        if qos == 0:
-            return 0
-        with self._cond:
-            if not self._cond.wait_for(lambda: info.mid in self.acks, 10):
-                raise TimeoutError(f"no PUBACK for {topic}")
-            return self.acks[info.mid]
-
-    def mark(self) -> int:
-        with self._cond:
-            return len(self.messages)
-
-    def wait(self, pred: Callable[[Msg], bool], after: int = 0, timeout: float = 10.0, what: str = "") -> Msg:
-        def found() -> Msg | None:
-            return next((m for m in self.messages[after:] if pred(m)), None)
-
-        with self._cond:
-            if not self._cond.wait_for(lambda: found() is not None, timeout):
-                recent = "\n".join(f"  {m.topic} {m.payload[:80]!r}" for m in self.messages[after:][-15:])
-                raise TimeoutError(f"no message {what} within {timeout}s; last ones:\n{recent}")
-            msg = found()
-            assert msg is not None
-            return msg
-
-    def wait_for(self, topic: str, payload: str | None = None, after: int = 0, timeout: float = 10.0) -> Msg:
-        return self.wait(
-            lambda m: m.topic == topic and (payload is None or m.payload == payload.encode()),
-            after,
-            timeout,
-            what=f"on {topic}" + (f" = {payload!r}" if payload is not None else ""),
-        )
-
-    def on(self, topic: str, after: int = 0) -> list[Msg]:
-        with self._cond:
-            return [m for m in self.messages[after:] if m.topic == topic]
-
-    def latest(self, topic: str) -> Msg | None:
-        found = self.on(topic)
-        return found[-1] if found else None
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
-
-
-@functools.cache
-def team_key(name: str, secret: str) -> bytes:
-    return crypto.derive_team_key(name, secret)
+        super().__init__(Broker.from_url(broker.url(user)), filters, label="test")
 
 
 class Team:
@@ -169,12 +66,3 @@ class Team:
 
     def close(self) -> None:
         self.rec.close()
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise TimeoutError(f"{what} not reached within {timeout}s")
