@@ -64,6 +64,16 @@ def test_unusable_key_file_exits_4(tmp_path: Path) -> None:
     assert "key file" in result.output
 
 
+def test_unusable_state_file_exits_4(tmp_path: Path) -> None:
+    bad = tmp_path / "state.db"
+    bad.write_text("this is not an SQLite database, just text long enough to be read as one")
+    result = CliRunner().invoke(
+        main, ["referee", "--key-file", str(tmp_path / "k"), "--state", str(bad), "--broker", "mqtt://127.0.0.1:1"]
+    )
+    assert result.exit_code == ExitCode.LOCAL_FILE, result.output
+    assert "state file" in result.output
+
+
 @pytest.mark.mqtt
 def test_refused_credentials_exit_3(broker: Mosquitto, tmp_path: Path) -> None:
     result = CliRunner().invoke(
@@ -78,6 +88,8 @@ def test_refused_credentials_exit_3(broker: Mosquitto, tmp_path: Path) -> None:
             "wrong",
             "--key-file",
             str(tmp_path / "k"),
+            "--state",
+            str(tmp_path / "state.db"),
         ],
     )
     assert result.exit_code == ExitCode.BROKER_REFUSED, result.output
@@ -95,6 +107,8 @@ def _spawn_referee(broker: Mosquitto, prefix: str, tmp_path: Path) -> subprocess
             prefix,
             "--key-file",
             str(tmp_path / "k"),
+            "--state",
+            str(tmp_path / "state.db"),
             "--client-id",
             f"cli-{prefix}",
         ],

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import signal
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -144,6 +144,13 @@ def main() -> None:
     help="The referee's X25519 key (created 0600 on first run).",
 )
 @click.option(
+    "--state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-referee.db",
+    show_default=True,
+    help="SQLite journal of every game (created 0600): a restarted referee resumes.",
+)
+@click.option(
     "--client-id",
     default="salvo-referee",
     show_default=True,
@@ -166,6 +173,7 @@ def referee(
     max_missed_turns: int,
     seed: int | None,
     key_file: Path,
+    state: Path,
     client_id: str,
     log_level: str,
 ) -> None:
@@ -174,11 +182,14 @@ def referee(
     Attaches to the broker, publishes /game/server (up; the last will says
     down) and /game/pubkey, and runs lobby -> turn -> over on the protocol's
     topics until SIGINT or SIGTERM. Every accepted and rejected message is
-    logged on one line.
+    logged on one line. Every accepted event is journaled in --state first,
+    so a referee killed at any moment and started again with the same state
+    file resumes the same game.
     """
     from salvo import crypto
     from salvo.engine import Config
     from salvo.referee import Referee, make_arenas
+    from salvo.store import Store
 
     _setup_logging(log_level)
     target = _parse_broker(broker, username, password)
@@ -191,9 +202,16 @@ def referee(
         key = crypto.load_or_create_referee_key(key_file)
     except (OSError, Exception) as exc:
         raise LocalFileError(f"cannot use key file {key_file}: {exc}") from None
-    game_seed = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
-    service = Referee(make_arenas(prefixes, config, game_seed, key), target, client_id=client_id)
-    _serve(service)
+    try:
+        store = Store(state)
+        games = make_arenas(prefixes, config, seed, key, store)
+    except (OSError, sqlite3.Error) as exc:
+        raise LocalFileError(f"cannot use state file {state}: {exc}") from None
+    service = Referee(games, target, client_id=client_id, journal=store)
+    try:
+        _serve(service)
+    finally:
+        store.close()
 
 
 def _serve(service: Any) -> None:
@@ -427,3 +445,96 @@ def conformance(
     click.echo(summary(results))
     if any(r.status == "fail" for r in results):
         raise SalvoError("the referee does not conform")
+
+
+@main.group()
+def journal() -> None:
+    """The referee's journal: export a game, replay one."""
+
+
+@journal.command("export")
+@click.argument("out", type=click.File("w"))
+@click.option(
+    "--state",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default="salvo-referee.db",
+    show_default=True,
+    help="The referee's state file.",
+)
+@click.option("--arena", default="", help="Arena prefix (default: the unprefixed arena).")
+@click.option("--game", "game_no", type=int, help="Game number (default: the latest).")
+@click.option("--with-keys", is_flag=True, help="Keep the team keys (default: SHA-256 digests, enough to replay).")
+def journal_export(out: Any, state: Path, arena: str, game_no: int | None, with_keys: bool) -> None:
+    """Write one game's events as JSON lines (use - for stdout).
+
+    The first line describes the game (arena, game number, seed, settings);
+    every other line is an accepted event with its time. `salvo journal
+    replay` plays it through the engine again.
+    """
+    import json as json_
+
+    from salvo.store import Store, config_to_json, event_to_json
+
+    store = Store(state)
+    try:
+        known = store.arena(arena)
+        games = dict(store.games(arena))
+        if known is None or not games:
+            raise SalvoError(f"no games of arena {arena or '(default)'} in {state}")
+        number = game_no if game_no is not None else max(games)
+        if number not in games:
+            raise SalvoError(f"no game {number}; games: {sorted(games)}")
+        config = store.config_before(arena, number) or known[1]
+        header = {
+            "type": "game",
+            "arena": arena,
+            "game": number,
+            "seed": known[0],
+            "config": json_.loads(config_to_json(config)),
+        }
+        out.write(json_.dumps(header) + "\n")
+        events = store.events(arena, number)
+        for ev in events:
+            out.write(json_.dumps(event_to_json(ev, redact_keys=not with_keys)) + "\n")
+    finally:
+        store.close()
+    click.echo(f"exported game {number} of arena {arena or '(default)'}: {len(events)} events", err=True)
+
+
+@journal.command("replay")
+@click.argument("source", type=click.File("r"))
+def journal_replay(source: Any) -> None:
+    """Play an exported game through the engine and print how it went.
+
+    Exits 1 if the engine rejects any journaled event (the journal does not
+    match the rules).
+    """
+    import json as json_
+
+    from salvo.engine import Game, Rejected
+    from salvo.store import config_from_json, event_from_json
+    from salvo.topics import Topics
+
+    lines = [json_.loads(line) for line in source if line.strip()]
+    if not lines or lines[0].get("type") != "game":
+        raise SalvoError("not an exported game: the first line must be its description")
+    head = lines[0]
+    game = Game(
+        config_from_json(json_.dumps(head["config"])), Topics(head["arena"]), head["seed"], game_no=head["game"]
+    )
+    rejected = 0
+    for line in lines[1:]:
+        result = game.handle(event_from_json(line))
+        if isinstance(result, Rejected):
+            rejected += 1
+            click.echo(f"rejected: {line} ({result.error.reason})")
+    click.echo(
+        f"game {head['game']} of arena {head['arena'] or '(default)'}: {len(lines) - 1} events, "
+        f"{rejected} rejected; state {game.phase.value}, {game.turn} turns, winner {game.winner or '-'}"
+    )
+    t = game.topics
+    for topic in (t.stats_summary, *(t.stats_player(n) for n in game.order)):
+        if topic in game.retained:
+            click.echo(f"{topic} {game.retained[topic]}")
+    if rejected:
+        raise SalvoError(f"{rejected} journaled events no longer apply")

@@ -123,7 +123,16 @@ class Tick:
     now: float
 
 
-Event = Join | Place | Fire | Tick
+@dataclass(frozen=True, slots=True)
+class Configure:
+    """New settings from now on (a referee restarted with other flags).
+    Journaled like every event, so a replay meets it at the same point."""
+
+    config: Config
+    now: float
+
+
+Event = Join | Place | Fire | Tick | Configure
 
 
 # -- effects and results ----------------------------------------------------------
@@ -259,8 +268,11 @@ class Game:
                 summary = self._tick(event.now, out)
             elif isinstance(event, Place):
                 summary = self._place(event, out)
-            else:
+            elif isinstance(event, Join):
                 summary = self._join(event, out)
+            else:
+                self.config = event.config
+                summary = f"settings now {event.config}"
         except Rejection as exc:
             return Rejected(exc)
         return Accepted(out, summary)

@@ -26,7 +26,7 @@ from nacl.encoding import RawEncoder
 from nacl.public import PrivateKey
 
 from salvo import codec, crypto, wire
-from salvo.engine import Accepted, Event, Fire, Game, Join, Place, Publish, Result, Tick
+from salvo.engine import Accepted, Config, Configure, Event, Fire, Game, Join, Place, Publish, Result, Tick
 from salvo.errors import Illegal, Malformed, Rejection
 from salvo.topics import NAME_RE, Inbound, Route, name_error
 
@@ -35,9 +35,11 @@ KEY_CACHE_SIZE: Final = 512
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """An accepted event to persist before the publishes that follow it."""
+    """An accepted event to persist before the publishes that follow it,
+    with the number of the game it was applied to (a reset tick ends one)."""
 
     event: Event
+    game_no: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +96,18 @@ class Arena:
 
     def on_tick(self, now: float) -> list[Effect]:
         ev = Tick(now)
+        game_no = self.game.game_no
         result = self.game.handle(ev)
         if isinstance(result, Accepted) and result.effects:
-            return [Record(ev), *result.effects, Log(True, f"timer: {result.summary}")]
+            return [Record(ev, game_no), *result.effects, Log(True, f"timer: {result.summary}")]
         return []
+
+    def configure(self, config: Config, now: float) -> list[Effect]:
+        """Switch to new settings (journaled, so replays switch at the same point)."""
+        ev = Configure(config, now)
+        game_no = self.game.game_no
+        self.game.handle(ev)
+        return [Record(ev, game_no), Log(True, f"settings changed to {config}")]
 
     def on_message(self, topic: str, payload: bytes, now: float) -> list[Effect]:
         route = self.topics.parse_inbound(topic)
@@ -193,10 +203,15 @@ class Arena:
     # -- results and the one place errors are mapped to topics ---------------------------
 
     def _apply(self, topic: str, route: Route, event: Event, player: str | None) -> list[Effect]:
+        game_no = self.game.game_no
         result: Result = self.game.handle(event)
         if isinstance(result, Accepted):
             kind = route.kind.value
-            return [Record(event), *result.effects, Log(True, f"accept {kind} {_printable(topic)}: {result.summary}")]
+            return [
+                Record(event, game_no),
+                *result.effects,
+                Log(True, f"accept {kind} {_printable(topic)}: {result.summary}"),
+            ]
         return self._report(topic, route, result.error, player)
 
     def _error_topic(self, route: Route | None, player: str | None) -> str:

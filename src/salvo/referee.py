@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -29,14 +30,21 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import paho.mqtt.client as paho
+from nacl.public import PrivateKey
 from paho.mqtt.reasoncodes import ReasonCode
 
 from salvo import crypto
-from salvo.engine import Event, Publish
+from salvo.engine import Config, Event, Game, Publish, Rejected
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
+from salvo.store import Store
+from salvo.topics import Topics
 
 log = logging.getLogger("salvo.referee")
+
+#: An overdue timer waits this long for queued messages (sent in time, but
+#: delivered late, e.g. the backlog after a restart) and after a (re)connect.
+TIMER_GRACE_S: Final = 1.0
 
 #: Messages waiting for the arena thread. QoS 0 messages beyond this are
 #: dropped (at-most-once anyway); QoS 1 ones wait, which slows the network
@@ -104,6 +112,7 @@ class ArenaRunner:
         self.connected = threading.Event()
         self.fatal: str | None = None
         self.dropped = 0
+        self._connected_at = 0.0
         self._ever_connected = False
         t = arena.topics
         self.client = new_client(broker, client_id, manual_ack=True, will=(t.server, "down"), persistent=True)
@@ -167,7 +176,9 @@ class ArenaRunner:
         try:
             while True:
                 deadline = self.arena.next_deadline()
-                timeout = None if deadline is None else max(0.0, deadline - self._clock())
+                now = self._clock()
+                # overdue but held (see _timer_due): look again shortly
+                timeout = None if deadline is None else max(0.1, deadline - now) if now >= deadline else deadline - now
                 try:
                     item = self._queue.get(timeout=timeout)
                 except queue.Empty:
@@ -179,15 +190,24 @@ class ArenaRunner:
                     break
                 if item is not None:
                     self._dispatch(item)
-                deadline = self.arena.next_deadline()
                 now = self._clock()
-                if deadline is not None and now >= deadline:
+                if self._timer_due(self.arena.next_deadline(), now):
                     self._execute(self.arena.on_tick(now))
         except Exception as exc:  # a bug: say so loudly, stop this arena
             log.exception("[%s] arena thread crashed", self.name)
             self.fatal = f"internal error: {exc!r}"
         finally:
             self._shutdown()
+
+    def _timer_due(self, deadline: float | None, now: float) -> bool:
+        """Timers wait while the broker is away (nobody could act) and briefly
+        after it returns and while messages are queued: those were sent in
+        time and are applied first."""
+        if deadline is None or now < deadline:
+            return False
+        if not self.connected.is_set() or now < self._connected_at + TIMER_GRACE_S:
+            return False
+        return self._queue.empty() or now >= deadline + TIMER_GRACE_S
 
     def _dispatch(self, item: object) -> None:
         now = self._clock()
@@ -214,6 +234,7 @@ class ArenaRunner:
                 "resumed" if item.session_present else "new",
             )
             self._execute(list(self.arena.presence()))
+            self._connected_at = self._clock()
             self.connected.set()
 
     def _execute(self, effects: list[Effect] | list[Publish]) -> None:
@@ -222,7 +243,7 @@ class ArenaRunner:
                 self.client.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
             elif isinstance(effect, Record):
                 if self._journal is not None:
-                    self._journal.record(self.arena.topics.prefix, self.arena.game.game_no, effect.event)
+                    self._journal.record(self.arena.topics.prefix, effect.game_no, effect.event)
             elif isinstance(effect, DeriveKey):
                 future = self._pool.submit(crypto.derive_team_key, effect.name, effect.secret)
                 future.add_done_callback(self._key_callback(effect))
@@ -292,10 +313,65 @@ class Referee:
         return any(not r.alive for r in self.runners)
 
 
-def make_arenas(prefixes: list[str], config: Any, seed: int | str, referee_key: Any) -> list[Arena]:
-    """One arena per prefix, all sharing the referee key pair; arena ``p``'s
-    games are seeded with ``(seed, p)`` so arenas do not mirror each other."""
-    from salvo.engine import Game
-    from salvo.topics import Topics
+def make_arenas(
+    prefixes: list[str],
+    config: Config,
+    seed: int | str | None,
+    referee_key: PrivateKey,
+    store: Store | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[Arena]:
+    """One arena per prefix, all sharing the referee key pair. Arena ``p``'s
+    games are seeded with ``(seed, p)`` so arenas do not mirror each other.
 
-    return [Arena(Game(config, Topics(p), seed=f"{seed}/{p}" if p else seed), referee_key) for p in prefixes]
+    With a store, a known arena resumes: its stored seed, then every event
+    of its current game replayed through the engine; a new arena is added
+    with a random seed unless one is given."""
+    arenas = []
+    for p in prefixes:
+        if store is None:
+            base = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
+            arenas.append(Arena(Game(config, Topics(p), _arena_seed(base, p)), referee_key))
+            continue
+        known = store.arena(p)
+        if known is None:
+            base = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
+            store.add_arena(p, _arena_seed(base, p), config)
+            arenas.append(Arena(Game(config, Topics(p), _arena_seed(base, p)), referee_key))
+            continue
+        arena = _resume(store, p, known, referee_key)
+        if seed is not None and _arena_seed(seed, p) != known[0]:
+            log.warning("[%s] keeps its stored seed; --seed applies to new arenas only", p or "(default)")
+        if arena.game.config != config:
+            # Journaled, so a later replay switches settings at this very point.
+            for effect in arena.configure(config, clock()):
+                if isinstance(effect, Record):
+                    store.record(p, effect.game_no, effect.event)
+        arenas.append(arena)
+    return arenas
+
+
+def _arena_seed(seed: int | str, prefix: str) -> str:
+    return f"{seed}/{prefix}" if prefix else str(seed)
+
+
+def _resume(store: Store, prefix: str, known: tuple[str, Config], referee_key: PrivateKey) -> Arena:
+    seed, created_with = known
+    game_no, events = store.current_game(prefix)
+    config = store.config_before(prefix, game_no) or created_with
+    # Earlier games' nonces from their table; this game's come back with its events.
+    game = Game(config, Topics(prefix), seed, game_no=game_no, used_nonces=store.nonces(prefix, before_game=game_no))
+    for event in events:
+        result = game.handle(event)
+        if isinstance(result, Rejected):  # the journal and the engine disagree: say so, go on
+            log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
+    log.info(
+        "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d",
+        prefix or "(default)",
+        game.game_no,
+        store.path,
+        len(events),
+        game.phase.value,
+        game.turn,
+    )
+    return Arena(game, referee_key)

@@ -1,0 +1,211 @@
+"""Persistence: an SQLite journal of every accepted event, per arena.
+
+The engine is deterministic given its settings, its seed and the events it
+accepted, so storing those is storing the game: a restarted referee replays
+the current game's events and is exactly where it was - players and keys,
+fleets, play order, turn, the shots of the salvo under way, deadlines (each
+event carries its wall-clock time), stats. Used signature nonces are kept in
+their own table, across games. The journal doubles as an audit log
+(``salvo journal export``).
+
+WAL mode with ``synchronous=NORMAL``: a committed event survives the process
+being killed (it is in the WAL); only a power cut may lose the last few. The
+file holds team keys, so it is created mode 0600.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from salvo.engine import Config, Configure, Event, Fire, Join, Place, Tick
+from salvo.rules import Orientation, Placement
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS arenas (
+    prefix TEXT PRIMARY KEY,
+    seed TEXT NOT NULL,
+    config TEXT NOT NULL            -- the settings the arena was created with
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    arena TEXT NOT NULL,
+    game INTEGER NOT NULL,          -- the game the event was applied to
+    event TEXT NOT NULL             -- JSON, see event_to_json
+);
+CREATE INDEX IF NOT EXISTS events_by_game ON events (arena, game, id);
+CREATE TABLE IF NOT EXISTS nonces (
+    arena TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    game INTEGER NOT NULL,          -- a resume loads earlier games' nonces; replay adds the rest
+    PRIMARY KEY (arena, nonce)
+) WITHOUT ROWID;
+"""
+
+
+# -- events as JSON ---------------------------------------------------------------------
+
+
+def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
+    if isinstance(ev, Fire):
+        return {
+            "type": "fire",
+            "target": ev.target,
+            "x": ev.x,
+            "y": ev.y,
+            "turn": ev.turn,
+            "nonce": ev.nonce.hex() if ev.nonce is not None else None,
+            "now": ev.now,
+        }
+    if isinstance(ev, Tick):
+        return {"type": "tick", "now": ev.now}
+    if isinstance(ev, Place):
+        p = ev.placement
+        return {
+            "type": "place",
+            "name": ev.name,
+            "ship": ev.ship,
+            "x": p.x,
+            "y": p.y,
+            "orientation": p.orientation.value,
+            "now": ev.now,
+        }
+    if isinstance(ev, Join):
+        # Replays only compare keys for equality: an audit copy needs a digest, not the key.
+        key = hashlib.sha256(ev.key).hexdigest() if redact_keys else ev.key.hex()
+        return {"type": "join", "name": ev.name, "key": key, "redacted": redact_keys, "now": ev.now}
+    return {"type": "configure", "config": asdict(ev.config), "now": ev.now}
+
+
+def event_from_json(d: dict[str, Any]) -> Event:
+    kind = d["type"]
+    if kind == "fire":
+        nonce = bytes.fromhex(d["nonce"]) if d["nonce"] is not None else None
+        return Fire(d["target"], d["x"], d["y"], d["turn"], nonce, d["now"])
+    if kind == "tick":
+        return Tick(d["now"])
+    if kind == "place":
+        return Place(d["name"], d["ship"], Placement(d["x"], d["y"], Orientation(d["orientation"])), d["now"])
+    if kind == "join":
+        return Join(d["name"], bytes.fromhex(d["key"]), d["now"])
+    if kind == "configure":
+        return Configure(Config(**d["config"]), d["now"])
+    raise ValueError(f"unknown event type {kind!r}")
+
+
+def config_to_json(config: Config) -> str:
+    return json.dumps(asdict(config), sort_keys=True)
+
+
+def config_from_json(text: str) -> Config:
+    return Config(**json.loads(text))
+
+
+# -- the store -----------------------------------------------------------------------------
+
+
+class Store:
+    """The referee's state file. Thread-safe: every arena thread records here."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- arenas -------------------------------------------------------------------------
+
+    def arena(self, prefix: str) -> tuple[str, Config] | None:
+        """The seed and creation settings of a known arena."""
+        with self._lock:
+            row = self._db.execute("SELECT seed, config FROM arenas WHERE prefix = ?", (prefix,)).fetchone()
+        return (row[0], config_from_json(row[1])) if row else None
+
+    def add_arena(self, prefix: str, seed: str, config: Config) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO arenas VALUES (?, ?, ?)", (prefix, seed, config_to_json(config)))
+
+    def arenas(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT prefix FROM arenas ORDER BY prefix")]
+
+    # -- the journal ----------------------------------------------------------------------
+
+    def record(self, arena: str, game_no: int, event: Event) -> None:
+        """Persist one accepted event (and its signature nonce) atomically."""
+        text = json.dumps(event_to_json(event), separators=(",", ":"))
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute("INSERT INTO events (arena, game, event) VALUES (?, ?, ?)", (arena, game_no, text))
+                if isinstance(event, Fire) and event.nonce is not None:
+                    self._db.execute("INSERT OR IGNORE INTO nonces VALUES (?, ?, ?)", (arena, event.nonce, game_no))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def current_game(self, arena: str) -> tuple[int, list[Event]]:
+        """The number of the last game with events, and its events in order."""
+        with self._lock:
+            row = self._db.execute("SELECT MAX(game) FROM events WHERE arena = ?", (arena,)).fetchone()
+            if row[0] is None:
+                return 1, []
+            rows = self._db.execute(
+                "SELECT event FROM events WHERE arena = ? AND game = ? ORDER BY id", (arena, row[0])
+            ).fetchall()
+        return int(row[0]), [event_from_json(json.loads(r[0])) for r in rows]
+
+    def config_before(self, arena: str, game_no: int) -> Config | None:
+        """The settings of the last Configure event before game ``game_no``."""
+        with self._lock:
+            row = self._db.execute(
+                'SELECT event FROM events WHERE arena = ? AND game < ? AND event LIKE \'{"type":"configure"%\''
+                " ORDER BY id DESC LIMIT 1",
+                (arena, game_no),
+            ).fetchone()
+        if row is None:
+            return None
+        ev = event_from_json(json.loads(row[0]))
+        assert isinstance(ev, Configure)
+        return ev.config
+
+    def nonces(self, arena: str, before_game: int | None = None) -> set[bytes]:
+        """Nonces of accepted signatures (of games before ``before_game``)."""
+        query, args = "SELECT nonce FROM nonces WHERE arena = ?", [arena]
+        if before_game is not None:
+            query += " AND game < ?"
+            args.append(before_game)
+        with self._lock:
+            return {bytes(r[0]) for r in self._db.execute(query, args)}
+
+    def games(self, arena: str) -> list[tuple[int, int]]:
+        """(game number, number of events) of every game in the journal."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT game, COUNT(*) FROM events WHERE arena = ? GROUP BY game ORDER BY game", (arena,)
+            ).fetchall()
+        return [(int(g), int(n)) for g, n in rows]
+
+    def events(self, arena: str, game_no: int) -> list[Event]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT event FROM events WHERE arena = ? AND game = ? ORDER BY id", (arena, game_no)
+            ).fetchall()
+        return [event_from_json(json.loads(r[0])) for r in rows]

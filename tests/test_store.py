@@ -1,0 +1,154 @@
+"""Persistence without a broker: a referee resumed from its state file at any
+point is exactly the referee that was running."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from nacl.public import PrivateKey
+
+from salvo.cli import ExitCode, main
+from salvo.engine import Accepted, Config, Event, Fire, Phase
+from salvo.protocol import Arena
+from salvo.referee import make_arenas
+from salvo.store import Store
+
+from kit import COLUMNS, ROWS, Driver, all_cells
+
+CONFIG = Config(placement_timeout=60, turn_timeout=30, reset_after=100)
+
+
+class RecordingDriver(Driver):
+    """Drives a store-backed arena and journals what the engine accepts, as
+    the referee does (Record effects come before the publishes)."""
+
+    def __init__(self, store: Store, arena: Arena, prefix: str) -> None:
+        super().__init__()
+        self.game = arena.game
+        self.store, self.prefix = store, prefix
+        self.checks = 0
+
+    def send(self, event: Event):  # type: ignore[no-untyped-def]
+        game_no = self.game.game_no
+        result = super().send(event)
+        if isinstance(result, Accepted):
+            self.store.record(self.prefix, game_no, event)
+        return result
+
+
+def resumed(store: Store, prefix: str, key: PrivateKey, config: Config = CONFIG) -> Arena:
+    (arena,) = make_arenas([prefix], config, None, key, store)
+    return arena
+
+
+def test_resume_at_every_event_equals_the_running_referee(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (live,) = make_arenas(["a"], CONFIG, 11, key, store)
+    d = RecordingDriver(store, live, "a")
+    snapshots = 0
+
+    def check() -> None:
+        nonlocal snapshots
+        assert resumed(store, "a", key).game.snapshot() == live.game.snapshot()
+        snapshots += 1
+
+    d.join("alice", "bob")
+    check()
+    d.place("alice", ROWS)
+    check()
+    d.place("bob", COLUMNS)
+    check()
+    winner = d.cur
+    loser = "bob" if winner == "alice" else "alice"
+    targets = all_cells(d.fleets[loser])
+    while d.game.phase is Phase.TURN:
+        if d.cur == winner:
+            n = d.game.allowed
+            batch, targets = targets[:n], targets[n:]
+            for target, x, y in [(loser, x, y) for x, y in batch] + d.misses(loser, n - len(batch)):
+                check()  # before every shot: all the mid-salvo states
+                d.fire(target, x, y)
+        else:
+            d.idle_turn()
+        check()  # right after a salvo's end
+    assert d.game.phase is Phase.OVER
+    check()  # during over
+    d.tick(101)  # reset: a new game in the lobby
+    assert d.game.game_no == 2
+    check()
+    d.join("carol", "dave")
+    check()
+    assert snapshots > 30
+
+
+def test_signatures_stay_spent_across_games_and_restarts(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (live,) = make_arenas([""], CONFIG, 3, key, store)
+    d = RecordingDriver(store, live, "")
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    nonce = b"n" * 24
+    d.ok(Fire("bob" if d.cur == "alice" else "alice", 9, 9, None, nonce, d.now))
+    again = resumed(store, "", key)
+    assert nonce in again.game.used_nonces
+    assert store.nonces("") == {nonce} | set(live.game.used_nonces)
+
+
+def test_state_file_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    Store(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_new_settings_are_journaled_and_replayed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (live,) = make_arenas(["x"], CONFIG, 5, key, store)
+    d = RecordingDriver(store, live, "x")
+    d.join("alice")
+    faster = Config(placement_timeout=5, turn_timeout=2, reset_after=1)
+    restarted = resumed(store, "x", key, faster)
+    assert restarted.game.config == faster
+    d2 = RecordingDriver(store, restarted, "x")
+    d2.join("bob")  # the deadline now follows the new settings
+    assert restarted.game.next_deadline() == pytest.approx(d2.now + 5)
+    # a later restart with the same flags replays the switch at the same point
+    again = resumed(store, "x", key, faster)
+    assert again.game.snapshot() == restarted.game.snapshot()
+    # an unknown seed for a known arena keeps the stored one
+    assert store.arena("x") == ("5/x", CONFIG)
+
+
+def test_journal_export_and_replay(tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    store = Store(state)
+    key = PrivateKey.generate()
+    (live,) = make_arenas(["p"], CONFIG, 9, key, store)
+    d = RecordingDriver(store, live, "p")
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    winner = d.cur
+    d.wear_down("bob" if winner == "alice" else "alice", all_cells(COLUMNS if winner == "alice" else ROWS), winner)
+    assert d.game.winner == winner
+    store.close()
+    out = tmp_path / "game.jsonl"
+    result = CliRunner().invoke(main, ["journal", "export", str(out), "--state", str(state), "--arena", "p"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["type"] == "game" and lines[0]["seed"] == "9/p"
+    joins = [e for e in lines if e["type"] == "join"]
+    assert joins and all(e["redacted"] for e in joins)  # keys are digested
+    replay = CliRunner().invoke(main, ["journal", "replay", str(out)])
+    assert replay.exit_code == 0, replay.output
+    assert f"winner {winner}" in replay.output and "0 rejected" in replay.output
+    assert '"termination":"victory"' in replay.output
+    # a journal that does not follow the rules is caught
+    fires = [i for i, e in enumerate(lines) if e["type"] == "fire"]
+    lines[fires[1]]["nonce"] = lines[fires[0]]["nonce"]  # a replayed signature
+    out.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    bad = CliRunner().invoke(main, ["journal", "replay", str(out)])
+    assert bad.exit_code == ExitCode.FAILED and "replayed signature" in bad.output
