@@ -188,7 +188,8 @@ class Store:
 
     def nonces(self, arena: str, before_game: int | None = None) -> set[bytes]:
         """Nonces of accepted signatures (of games before ``before_game``)."""
-        query, args = "SELECT nonce FROM nonces WHERE arena = ?", [arena]
+        query = "SELECT nonce FROM nonces WHERE arena = ?"
+        args: list[object] = [arena]
         if before_game is not None:
             query += " AND game < ?"
             args.append(before_game)
