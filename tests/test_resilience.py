@@ -1,0 +1,294 @@
+"""Real processes, real mosquitto: a referee killed with SIGKILL and started
+again finishes the same game as one that never died; messages sent while it
+was down are applied; broker restarts are survived."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from salvo import crypto
+from salvo.bots import make_strategy
+from salvo.client import GameRecord, SalvoClient
+from salvo.engine import Config
+from salvo.mqtt import Broker
+from salvo.referee import Referee, make_arenas
+
+from kit import ROWS
+from mosquitto import Mosquitto
+from mqttkit import Recorder, Team, wait_until
+
+pytestmark = pytest.mark.mqtt
+
+SWEEP = [(x, y) for y in range(10) for x in range(10)]
+KILL_POINTS = ["mid_lobby", "mid_placement", "mid_salvo", "after_salvo", "during_over"]
+
+
+class RefereeProcess:
+    """`python -m salvo referee` with a fixed state file, key, seed and MQTT
+    client id, so a restart is the same referee."""
+
+    def __init__(self, broker: Mosquitto, prefix: str, workdir: Path) -> None:
+        self.args = [
+            sys.executable,
+            "-m",
+            "salvo",
+            "referee",
+            "--broker",
+            broker.url("referee"),
+            "--prefix",
+            prefix,
+            "--state",
+            str(workdir / "state.db"),
+            "--key-file",
+            str(workdir / "referee.key"),
+            "--seed",
+            "5",
+            "--client-id",
+            f"resilience-{prefix}",
+            "--placement-timeout",
+            "60",
+            "--turn-timeout",
+            "60",
+            "--reset-after",
+            "3",
+            "--log-level",
+            "warning",
+        ]
+        self.log = workdir / "referee.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()  # SIGKILL: no goodbye, no flush
+        assert self.proc.wait(10) == -9
+        self.kills += 1
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class ScriptedGame:
+    """Two teams with fixed fleets and fixed moves: each shooter sweeps the
+    other board row by row. Optionally kills the referee at one point and
+    sends what comes next while it is down."""
+
+    #: One arena for every run: its seed follows from --seed and the prefix, and
+    #: each run ends with a reset that clears the retained game.
+    PREFIX = f"resilience{uuid.uuid4().hex[:6]}"
+
+    def __init__(self, broker: Mosquitto, workdir: Path) -> None:
+        self.prefix = self.PREFIX
+        self.P = f"/{self.prefix}"
+        self.ref = RefereeProcess(broker, self.prefix, workdir)
+        self.watch = Recorder(broker, "referee", [f"{self.P}/#"])
+        self.teams = {n: Team(broker, self.prefix, n) for n in ("alice", "bob")}
+        self.swept = dict.fromkeys(self.teams, 0)
+        self.sent_while_down: list[tuple[str, int, int]] = []
+
+    def up(self, after: int) -> None:
+        self.watch.wait_for(f"{self.P}/game/server", "up", after=after, timeout=30)
+
+    def restart(self) -> int:
+        """Kill -9 happened; start again; the mark from which the new run's
+        messages are."""
+        mark = self.watch.mark()
+        self.ref.start()
+        self.up(mark)
+        return mark
+
+    def play(self, kill_at: str | None = None) -> dict[str, Any]:
+        P, w = self.P, self.watch
+        alice, bob = self.teams["alice"], self.teams["bob"]
+        self.ref.start()
+        self.up(0)
+        alice.join()
+        w.wait_for(f"{P}/players/list", '["alice"]')
+        if kill_at == "mid_lobby":
+            self.ref.kill()
+            bob.join()  # while the referee is down
+            self.restart()
+        else:
+            bob.join()
+        w.wait_for(f"{P}/players/count", "2")
+        ships = list(ROWS.items())
+        for ship, p in ships[:3]:
+            alice.place(ship, p)
+        for ship, _p in ships[:3]:
+            w.wait_for(f"{P}/players/alice/ships/{ship}/approved", "true")
+        if kill_at == "mid_placement":
+            self.ref.kill()
+        for ship, p in ships[3:]:
+            alice.place(ship, p)
+        bob.place_fleet(ROWS)
+        if kill_at == "mid_placement":
+            self.restart()
+        turn = 0
+        while True:
+            turn += 1
+            msg = w.wait(
+                lambda m, n=turn: (
+                    (m.topic == f"{P}/game/turn" and bool(m.payload) and m.json()["turn"] == n)
+                    or (m.topic == f"{P}/game/state" and m.payload == b"over")
+                ),
+                timeout=30,
+                what=f"turn {turn}",
+            )
+            if msg.topic.endswith("/state"):
+                break
+            info = msg.json()
+            shooter, n = info["player"], info["shots"]
+            target = "bob" if shooter == "alice" else "alice"
+            cells = SWEEP[self.swept[shooter] : self.swept[shooter] + n]
+            self.swept[shooter] += n
+            mark = w.mark()
+            if kill_at == "mid_salvo" and turn == 5:
+                hit_topic = f"{P}/players/{target}/hit"
+                for x, y in cells[:2]:
+                    self.teams[shooter].fire(target, x, y, turn=turn)
+                wait_until(lambda: len(w.on(hit_topic, after=mark)) >= 2, what="the first two hits")  # noqa: B023
+                self.ref.kill()
+                for x, y in cells[2:]:  # accepted only once the referee is back
+                    self.teams[shooter].fire(target, x, y, turn=turn)
+                    self.sent_while_down.append((target, x, y))
+                back = self.restart()
+                w.wait(lambda m, n=turn: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n, after=mark)
+                got = [(m.json()["x"], m.json()["y"]) for m in w.on(hit_topic, after=back)]
+                assert got == cells[2:], "the shots sent while the referee was down were not applied after it returned"
+            else:
+                for x, y in cells:
+                    self.teams[shooter].fire(target, x, y, turn=turn)
+            w.wait(lambda m, n=turn: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n, after=mark, timeout=30)
+            if kill_at == "after_salvo" and turn == 7:
+                self.ref.kill()
+                self.restart()
+        over = w.mark()
+        if kill_at == "during_over":
+            self.ref.kill()
+            back = self.restart()
+            # the results are republished, then the reset happens on time
+            assert json.loads(w.wait_for(f"{P}/game/stats/summary", after=back).payload)["winner"]
+        w.wait_for(f"{P}/game/state", "lobby", after=over, timeout=30)
+        return self.outcome()
+
+    def outcome(self) -> dict[str, Any]:
+        """Everything the referee published about the game, without the
+        wall-clock values and the republished duplicates."""
+        rel = len(self.P)
+        turns: dict[int, Any] = {}
+        salvos: dict[int, Any] = {}
+        hits: list[tuple[str, bytes]] = []
+        flags: set[str] = set()
+        final: dict[str, Any] = {}
+        for m in self.watch.messages:
+            topic = m.topic[rel:]
+            if not m.payload or topic.endswith(("/fire", "/place", "/request_participation", "/error", "/errors")):
+                continue
+            if topic == "/game/turn":
+                turns[m.json()["turn"]] = m.json()
+            elif topic == "/game/salvo":
+                salvos[m.json()["turn"]] = m.json()
+            elif topic.endswith("/hit"):
+                hits.append((topic, m.payload))
+            elif topic.endswith(("/sunk", "/defeated")):
+                flags.add(topic)
+            elif topic == "/game/winner" or topic.startswith("/game/stats/"):
+                value = m.json() if m.payload.startswith(b"{") else m.text
+                if isinstance(value, dict):
+                    value.pop("duration_s", None)
+                final[topic] = value
+        return {"turns": turns, "salvos": salvos, "hits": hits, "flags": flags, "final": final}
+
+    def close(self) -> None:
+        self.ref.stop()
+        self.watch.close()
+        for t in self.teams.values():
+            t.close()
+
+
+@pytest.fixture(scope="module")
+def reference(broker: Mosquitto, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    game = ScriptedGame(broker, tmp_path_factory.mktemp("reference"))
+    try:
+        outcome = game.play()
+    finally:
+        game.close()
+    assert outcome["final"]["/game/winner"] in ("alice", "bob")
+    assert len(outcome["turns"]) >= 8
+    return outcome
+
+
+@pytest.mark.parametrize("kill_at", KILL_POINTS)
+def test_sigkill_and_restart_ends_the_same_game(
+    broker: Mosquitto, tmp_path: Path, reference: dict[str, Any], kill_at: str
+) -> None:
+    game = ScriptedGame(broker, tmp_path)
+    try:
+        outcome = game.play(kill_at)
+        assert game.ref.kills == 1
+    finally:
+        game.close()
+    assert outcome == reference
+    if kill_at == "mid_salvo":
+        assert game.sent_while_down  # and they were applied: checked in play()
+
+
+# -- broker restarts ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=[True, False], ids=["broker-persistence", "no-broker-persistence"])
+def own_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Mosquitto]:
+    mosq = Mosquitto(tmp_path / "mosquitto", persistence=request.param)
+    mosq.start()
+    yield mosq
+    mosq.stop()
+
+
+def test_game_survives_a_broker_restart(own_broker: Mosquitto, tmp_path: Path) -> None:
+    prefix = "restart"
+    key = crypto.load_or_create_referee_key(tmp_path / "k")
+    arenas = make_arenas([prefix], Config(turn_timeout=5), 3, key)
+    referee = Referee(arenas, Broker.from_url(own_broker.url("referee")), client_id="restart-referee")
+    referee.start()
+    assert referee.wait_connected(10)
+    records: dict[str, list[GameRecord]] = {}
+    clients = [SalvoClient(n, f"{n}-s", own_broker.url(n), prefix=prefix).connect() for n in ("alice", "bob")]
+    threads = [
+        threading.Thread(
+            target=lambda c=c: records.setdefault(c.name, c.play(make_strategy("density", 1))), daemon=True
+        )
+        for c in clients
+    ]
+    for t in threads:
+        t.start()
+    assert clients[0].wait_until(lambda v: v.turn >= 4, 30), "the game did not get going"
+    own_broker.restart()  # every connection drops; retained state survives only with persistence
+    for t in threads:
+        t.join(120)
+    try:
+        assert set(records) == {"alice", "bob"}, "a bot did not finish the game"
+        winners = {r[0].winner for r in records.values()}
+        assert len(winners) == 1 and winners <= {"alice", "bob"}
+        # the referee republished its state: a fresh spectator sees the finished game
+        fresh = Recorder(own_broker, None, [f"/{prefix}/game/#"])
+        fresh.wait_for(f"/{prefix}/game/server", "up")
+        assert fresh.wait_for(f"/{prefix}/game/winner").text in winners
+        fresh.close()
+    finally:
+        for c in clients:
+            c.close()
+        referee.stop()
