@@ -217,6 +217,7 @@ def test_full_three_player_game(
     try:
         fresh.wait_for(f"{P}/game/state", "lobby")
         fresh.wait_for(f"{P}/game/pubkey")
+        fresh.wait_for(f"{P}/game/server", "up")
         retained = {m.topic: m.payload for m in fresh.messages if m.retain}
         assert set(retained) == {f"{P}/game/state", f"{P}/game/server", f"{P}/game/pubkey"}, retained
     finally:

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -292,3 +293,41 @@ def test_game_survives_a_broker_restart(own_broker: Mosquitto, tmp_path: Path) -
         for c in clients:
             c.close()
         referee.stop()
+
+
+def test_a_new_referee_clears_stale_retained_state(
+    broker: Mosquitto, start_referee: Any, make_team: Any, prefix: str
+) -> None:
+    """A referee without the previous referee's state file owns the arena:
+    retained game topics it does not hold are cleared before it says 'up'.
+    More of them than the broker's in-flight window (20): the sweep once
+    left them unacknowledged and the referee heard nothing more."""
+    P = f"/{prefix}"
+    stale = {
+        f"{P}/players/list": '["ghost","p0"]',
+        f"{P}/players/count": "2",
+        f"{P}/game/turn": '{"turn":253,"player":"ghost","shots":5}',
+        f"{P}/game/winner": "ghost",
+        f"{P}/game/stats/players/ghost": '{"place":1}',
+        f"{P}/players/ghost/ships/carrier/approved": "true",
+        f"{P}/players/ghost/defeated": "true",
+        **{f"{P}/players/ghost{i}/ships/carrier/approved": "false" for i in range(30)},
+    }
+    old = Recorder(broker, "referee", [])
+    for topic, payload in stale.items():
+        old.publish(topic, payload, retain=True)
+    old.publish(f"{P}/game/server", "down", retain=True)
+    old.close()
+    start_referee()
+    fresh = Recorder(broker, None, [f"{P}/#"])  # a spectator arriving once the referee is up
+    try:
+        fresh.wait_for(f"{P}/game/server", "up")
+        fresh.wait_for(f"{P}/game/state", "lobby")
+        time.sleep(0.5)
+        latest = {m.topic: m.payload for m in fresh.messages if m.retain}  # an empty payload clears
+        retained = {topic for topic, payload in latest.items() if payload}
+        assert retained == {f"{P}/game/server", f"{P}/game/pubkey", f"{P}/game/state"}, retained
+        make_team("alice").join()  # and the referee still hears its teams
+        fresh.wait_for(f"{P}/players/list", '["alice"]')
+    finally:
+        fresh.close()

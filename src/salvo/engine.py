@@ -143,6 +143,9 @@ class Publish:
     topic: str
     payload: str
     retain: bool
+    #: May be dropped when the broker cannot keep up (error reports under a
+    #: flood); game state never is.
+    expendable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

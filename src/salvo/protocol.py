@@ -87,9 +87,9 @@ class Arena:
     def presence(self) -> list[Publish]:
         """Everything retained this arena owns: after (re)connecting, publish it all."""
         t = self.topics
-        out = [Publish(t.server, "up", True), Publish(t.pubkey, self.pubkey, True)]
-        out += [Publish(topic, payload, True) for topic, payload in self.game.retained.items()]
-        return out
+        # "up" last: whoever waits for it finds the rest in place.
+        out = [Publish(topic, payload, True) for topic, payload in self.game.retained.items()]
+        return [*out, Publish(t.pubkey, self.pubkey, True), Publish(t.server, "up", True)]
 
     def next_deadline(self) -> float | None:
         return self.game.next_deadline()
@@ -233,6 +233,6 @@ class Arena:
         where = self._error_topic(route, player)
         kind = route.kind.value if route else "message"
         return [
-            Publish(where, codec.error_report(topic, err.reason, err.kind), False),
+            Publish(where, codec.error_report(topic, err.reason, err.kind), False, expendable=True),
             Log(False, f"reject {kind} {_printable(topic)}: {err.kind}: {err.reason} -> {where}"),
         ]

@@ -19,6 +19,7 @@ Every arena has its own MQTT connection because the retained last will
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import queue
@@ -46,10 +47,17 @@ log = logging.getLogger("salvo.referee")
 #: delivered late, e.g. the backlog after a restart) and after a (re)connect.
 TIMER_GRACE_S: Final = 1.0
 
-#: Messages waiting for the arena thread. QoS 0 messages beyond this are
-#: dropped (at-most-once anyway); QoS 1 ones wait, which slows the network
-#: thread down instead of growing memory.
-QUEUE_LIMIT: Final = 10_000
+#: QoS 0 messages waiting for the arena thread beyond this are dropped
+#: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
+QOS0_BACKLOG: Final = 2_000
+
+#: Outgoing QoS 1 messages not yet acknowledged by the broker beyond which
+#: expendable ones (error reports) are dropped: under a flood of garbage they
+#: would otherwise queue without bound, ahead of the game's own messages.
+OUT_BACKLOG: Final = 500
+#: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
+#: for a burst of shots and reports).
+MAX_INFLIGHT: Final = 200
 
 
 class Journal(Protocol):
@@ -86,6 +94,39 @@ class _Fatal:
 _STOP: Final = object()
 
 
+class _Inbox:
+    """What the arena thread works through: control items and QoS >= 1
+    messages first (in order), then QoS 0 messages (in order), so a QoS 0
+    flood can neither delay the teams nor grow without bound."""
+
+    def __init__(self) -> None:
+        self._q: queue.PriorityQueue[tuple[int, int, object]] = queue.PriorityQueue()
+        self._seq = itertools.count()
+        self._low = 0
+        self._lock = threading.Lock()
+
+    def put(self, item: object) -> None:
+        self._q.put((0, next(self._seq), item))
+
+    def put_low(self, item: object, limit: int) -> bool:
+        with self._lock:
+            if self._low >= limit:
+                return False
+            self._low += 1
+        self._q.put((1, next(self._seq), item))
+        return True
+
+    def get(self, timeout: float | None) -> object:
+        priority, _seq, item = self._q.get(timeout=timeout)
+        if priority:
+            with self._lock:
+                self._low -= 1
+        return item
+
+    def empty(self) -> bool:
+        return self._q.empty()
+
+
 class ArenaRunner:
     """One arena on one MQTT connection, driven by its own thread."""
 
@@ -107,12 +148,17 @@ class ArenaRunner:
         self._journal = journal
         self._clock = clock
         self._expiry = session_expiry_s
-        self._queue: queue.Queue[object] = queue.Queue()
+        self._queue = _Inbox()
         self._thread = threading.Thread(target=self._run, name=f"arena-{self.name}", daemon=True)
         self.connected = threading.Event()
         self.fatal: str | None = None
         self.dropped = 0
         self._connected_at = 0.0
+        # The start-up sweep of stale retained topics (see _sweep).
+        self._sweeping = False
+        self._stale: dict[str, bytes] = {}
+        self._swept = threading.Event()
+        self._sweep_token = b""
         self._ever_connected = False
         t = arena.topics
         self.client = new_client(broker, client_id, manual_ack=True, will=(t.server, "down"), persistent=True)
@@ -120,6 +166,11 @@ class ArenaRunner:
         self.client.on_connect_fail = self._on_connect_fail
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
+        self.client.on_publish = self._on_publish
+        self.client.max_inflight_messages_set(MAX_INFLIGHT)
+        self._unacked = 0
+        self._unacked_lock = threading.Lock()
+        self.dropped_reports = 0
 
     # -- paho callbacks: network thread, hand off only ------------------------------------
 
@@ -132,6 +183,10 @@ class ArenaRunner:
         self._ever_connected = True
         client.subscribe([(f, 1) for f in self.arena.topics.inbound_filters])
         self._queue.put(_Connected(bool(flags.session_present)))
+
+    def _on_publish(self, _c: paho.Client, _u: Any, _mid: int, _rc: Any, _p: Any) -> None:
+        with self._unacked_lock:
+            self._unacked -= 1
 
     def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
         log.warning("[%s] cannot reach broker %s; retrying", self.name, self._broker.url)
@@ -146,9 +201,18 @@ class ArenaRunner:
             topic = msg.topic
         except UnicodeDecodeError:  # a broker should not let this through
             topic = msg._topic.decode("utf-8", "replace")
+        if self._sweeping:
+            if topic == self.arena.topics.sweep:
+                if bytes(msg.payload) == self._sweep_token:
+                    self._swept.set()
+                return
+            if msg.retain and self.arena.topics.parse_inbound(topic) is None:
+                self._stale[topic] = bytes(msg.payload)
+                return
         item = _Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain)
-        if msg.qos == 0 and self._queue.qsize() >= QUEUE_LIMIT:
-            self.dropped += 1
+        if msg.qos == 0:
+            if not self._queue.put_low(item, QOS0_BACKLOG):
+                self.dropped += 1
             return
         self._queue.put(item)
 
@@ -199,6 +263,34 @@ class ArenaRunner:
         finally:
             self._shutdown()
 
+    def _sweep(self) -> None:
+        """Clear retained game topics of this arena that the engine does not
+        hold: left by an earlier referee without this state file, or by a
+        game whose reset never ran. The referee is the arena's single source
+        of truth, and it says so before it announces itself 'up'."""
+        t = self.arena.topics
+        filters = [*t.retained_filters, t.sweep]
+        self._stale, self._sweeping = {}, True
+        self._swept.clear()
+        self._sweep_token = os.urandom(8).hex().encode()
+        # QoS 0: these messages are only looked at. At QoS 1 each would need
+        # a (manual) ack, and unacked ones hold the broker's in-flight window
+        # shut for everything else.
+        self.client.subscribe([(f, 0) for f in filters])
+        # A broker delivers to one subscriber in order: once our marker comes
+        # back, every retained message of the subscription has arrived.
+        self.client.publish(t.sweep, self._sweep_token, qos=0)
+        if not self._swept.wait(10):
+            log.warning("[%s] start-up sweep incomplete: no marker back from the broker", self.name)
+        self._sweeping = False
+        self.client.unsubscribe(filters)
+        keep = {*self.arena.game.retained, t.server, t.pubkey}
+        stale = sorted(topic for topic, payload in self._stale.items() if payload and topic not in keep)
+        for topic in stale:
+            self.client.publish(topic, "", qos=1, retain=True)
+        if stale:
+            log.info("[%s] cleared %d stale retained topics, e.g. %s", self.name, len(stale), stale[0])
+
     def _timer_due(self, deadline: float | None, now: float) -> bool:
         """Timers wait while the broker is away (nobody could act) and briefly
         after it returns and while messages are queued: those were sent in
@@ -233,6 +325,7 @@ class ArenaRunner:
                 self._broker.url,
                 "resumed" if item.session_present else "new",
             )
+            self._sweep()
             self._execute(list(self.arena.presence()))
             self._connected_at = self._clock()
             self.connected.set()
@@ -240,6 +333,15 @@ class ArenaRunner:
     def _execute(self, effects: list[Effect] | list[Publish]) -> None:
         for effect in effects:
             if isinstance(effect, Publish):
+                if effect.expendable and self._unacked > OUT_BACKLOG:
+                    self.dropped_reports += 1
+                    if self.dropped_reports % 1000 == 1:
+                        log.warning(
+                            "[%s] broker backlog: %d error reports dropped so far", self.name, self.dropped_reports
+                        )
+                    continue
+                with self._unacked_lock:
+                    self._unacked += 1
                 self.client.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
             elif isinstance(effect, Record):
                 if self._journal is not None:
@@ -277,7 +379,9 @@ class Referee:
         workers: int | None = None,
         session_expiry_s: int = 3600,
     ) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="argon2")
+        # argon2id is CPU-bound and takes 64 MiB while it runs: one worker per
+        # core is as fast as more, and bounds that memory (6 workers: 400 MB).
+        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="argon2")
         self.runners = [
             ArenaRunner(
                 arena,

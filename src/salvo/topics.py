@@ -90,6 +90,8 @@ class Topics:
         self.request_participation = f"{self._game}/request_participation"
         self.players_list = f"{self._players}/list"
         self.players_count = f"{self._players}/count"
+        #: The referee's own marker at the end of its start-up sweep (not retained).
+        self.sweep = f"{self._game}/sweep"
         self._players_slash = self._players + "/"
         # Per-player builders run on every shot: memoise them per instance. The
         # bound keeps a flood of made-up names from growing memory.
@@ -158,6 +160,21 @@ class Topics:
             f"{self._game}/stats/#",
             self.players_list,
             self.players_count,
+            f"{self._players}/+/ships/+/sunk",
+            f"{self._players}/+/defeated",
+        )
+
+    @property
+    def retained_filters(self) -> tuple[str, ...]:
+        """Every topic family the referee may hold retained, and nothing it
+        reads (overlapping filters would deliver inbound messages twice)."""
+        g = self._game
+        return (
+            *(f"{g}/{t}" for t in ("state", "server", "pubkey", "deadline", "turn", "current", "salvo", "winner")),
+            f"{g}/stats/#",
+            self.players_list,
+            self.players_count,
+            f"{self._players}/+/ships/+/approved",
             f"{self._players}/+/ships/+/sunk",
             f"{self._players}/+/defeated",
         )
