@@ -47,6 +47,8 @@ _KEYS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="salvo-key")
 EVENT_LOG = 5000
 #: A repeat join is a silent no-op; this long we listen for a "name taken".
 REPEAT_JOIN_GRACE_S = 1.0
+#: How long a placement error waits for our own approval on the same ship.
+APPROVAL_GRACE_S = 0.5
 
 
 @functools.lru_cache(maxsize=64)
@@ -288,12 +290,16 @@ class SalvoClient:
             ships = set(pending)
             if not self.wait_until(lambda _v, m=mark, s=ships: s <= self._answered(m), timeout):  # type: ignore[misc]
                 raise TimeoutError(f"no answer to placements of {', '.join(pending)}")
+            # An approval settles a ship. An error alone might be about somebody
+            # else's message on the same topic (possible on a broker without
+            # access control): give our approval a moment before believing it.
+            self.wait_until(lambda _v, m=mark, s=ships: s <= self._approved(m), APPROVAL_GRACE_S)  # type: ignore[misc]
+            approved = self._approved(mark)
             errors = {
                 self._ship_of(e): e.report.error
                 for e in self._since(mark)
-                if isinstance(e, ErrorReported) and self._ship_of(e) in pending
+                if isinstance(e, ErrorReported) and self._ship_of(e) in pending and self._ship_of(e) not in approved
             }
-            approved = self._answered(mark) - set(errors)
             pending = {s: p for s, p in pending.items() if s not in approved}
             if not pending:
                 return
@@ -303,11 +309,12 @@ class SalvoClient:
             time.sleep(0.2 * (_attempt + 1))
         raise PlacementRefused(f"not approved after {retries} retries: {', '.join(pending)}")
 
+    def _approved(self, mark: int) -> set[str]:
+        return {e.ship for e in self._since(mark) if isinstance(e, ShipApproved) and e.approved}
+
     def _answered(self, mark: int) -> set[str]:
         """Ships approved or refused since ``mark``."""
-        events = self._since(mark)
-        done = {e.ship for e in events if isinstance(e, ShipApproved) and e.approved}
-        return done | {self._ship_of(e) for e in events if isinstance(e, ErrorReported)}
+        return self._approved(mark) | {self._ship_of(e) for e in self._since(mark) if isinstance(e, ErrorReported)}
 
     def _ship_of(self, e: ErrorReported) -> str:
         parts = e.report.topic.split("/")
