@@ -18,7 +18,8 @@ with SalvoClient(name, secret, broker, prefix=prefix) as me:
         shots = []
         for _ in range(turn.shots):
             target = rng.choice(me.view.opponents())
-            cells = untried.setdefault(target, [(x, y) for x in range(10) for y in range(10)])
+            cells = untried.setdefault(target, [])
+            cells += [] if cells else [(x, y) for x in range(10) for y in range(10)]  # (re)fill
             shots.append((target, *cells.pop(rng.randrange(len(cells)))))
         me.fire_salvo(shots)
     print(me.wait_game_over().line())

@@ -118,7 +118,9 @@ class RawClient:
             live = [p for p in players if p != self.name and self.get(f"/players/{p}/defeated") != "true"]
             for _ in range(turn["shots"]):
                 target = rng.choice(live)
-                cells = untried.setdefault(target, [(x, y) for x in range(10) for y in range(10)])
+                cells = untried.setdefault(target, [])
+                if not cells:  # a salvo can outnumber the cells left: sweep again
+                    cells.extend((x, y) for x in range(10) for y in range(10))
                 x, y = cells.pop(rng.randrange(len(cells)))
                 data = {"x": x, "y": y, "turn": last_turn}
                 self.send(f"/players/{target}/fire", json.dumps({"data": data, "signature": seal(self.key, json.dumps(data))}))
