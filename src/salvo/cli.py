@@ -538,3 +538,57 @@ def journal_replay(source: Any) -> None:
             click.echo(f"{topic} {game.retained[topic]}")
     if rejected:
         raise SalvoError(f"{rejected} journaled events no longer apply")
+
+
+@main.group()
+def stress() -> None:
+    """Load and abuse a referee: many arenas at once, garbage floods."""
+
+
+@stress.command("arenas")
+@_broker_option
+@click.option("--arenas", "count", type=click.IntRange(1, 100), default=10, show_default=True)
+@click.option("--players", type=click.IntRange(2, 10), default=4, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+def stress_arenas(broker: str, username: str | None, password: str | None, count: int, players: int, seed: int) -> None:
+    """Many games at once in one referee process.
+
+    Starts `salvo referee --arenas N` and N x PLAYERS SDK bots that play one
+    game per arena, all at the same time; checks that every game ends with
+    consistent results; reports the referee's peak memory. The login must be
+    allowed everything (the referee's, or any on an open broker).
+    """
+    from salvo.stress import run_arenas
+
+    result = run_arenas(_parse_broker(broker, username, password), count, players, seed)
+    click.echo(
+        f"{result.games_completed}/{result.arenas} games of {result.players} players completed correctly in "
+        f"{result.seconds:.1f} s; referee peak RSS {result.referee_peak_rss_mb:.1f} MB"
+    )
+    for problem in result.problems:
+        click.echo(f"problem: {problem}")
+    if result.problems:
+        raise SalvoError("not every game completed correctly")
+
+
+@stress.command("flood")
+@_broker_option
+@click.option("--rate", type=click.IntRange(1), default=10_000, show_default=True, help="Garbage messages per second.")
+@click.option("--seconds", type=click.FloatRange(min=0.5), default=10.0, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+def stress_flood(broker: str, username: str | None, password: str | None, rate: int, seconds: float, seed: int) -> None:
+    """A garbage flood on every inbound topic while a game runs.
+
+    The game must still complete; the referee's memory is sampled twice a
+    second and its peak reported.
+    """
+    from salvo.stress import run_flood
+
+    r = run_flood(_parse_broker(broker, username, password), rate, seconds, seed)
+    click.echo(
+        f"flood: {r.sent} garbage messages in {r.seconds:.0f} s ({r.rate_achieved}/s, asked {r.rate_asked}/s); "
+        f"game completed: {r.game_completed} (winner {r.winner}); referee RSS {r.referee_rss_before_mb} MB before, "
+        f"peak {r.referee_peak_rss_mb} MB; samples {r.referee_rss_samples_mb}"
+    )
+    if not r.game_completed:
+        raise SalvoError("the game did not complete under the flood")

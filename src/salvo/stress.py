@@ -1,0 +1,237 @@
+"""Load and abuse for the referee: many arenas at once, garbage floods.
+
+Both start the real referee as a subprocess (so its memory can be read from
+/proc) on a broker the caller names, and play real games with SDK bots.
+The login given must be allowed everything (the referee's on a broker with
+the shipped ACL, or any on an open broker).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from salvo.bots import make_strategy
+from salvo.client import GameRecord, SalvoClient
+from salvo.conformance.harness import Recorder
+from salvo.mqtt import Broker
+from salvo.topics import Topics
+
+
+def rss_mb(pid: int, field_name: str = "VmRSS") -> float:
+    """A process's resident memory (VmRSS) or its peak (VmHWM), in MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class RefereeProcess:
+    def __init__(self, broker: Broker, prefixes: list[str], *flags: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="salvo-stress-"))
+        self.broker = broker
+        self.prefixes = prefixes
+        self.args = [
+            sys.executable,
+            "-m",
+            "salvo",
+            "referee",
+            "--broker",
+            broker.url,
+            "--arenas",
+            ",".join(prefixes),
+            "--state",
+            str(self.dir / "state.db"),
+            "--key-file",
+            str(self.dir / "key"),
+            "--client-id",
+            f"stress-{os.urandom(3).hex()}",
+            "--log-level",
+            "warning",
+            *flags,
+        ]
+        if broker.password:
+            self.args += ["--password", broker.password]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> RefereeProcess:
+        watch = Recorder(self.broker, [Topics(p).server for p in self.prefixes], label="stress-watch")
+        self.proc = subprocess.Popen(self.args, stdout=(self.dir / "referee.log").open("wb"), stderr=subprocess.STDOUT)
+        try:
+            for p in self.prefixes:
+                watch.wait_for(Topics(p).server, "up", timeout=30)
+        finally:
+            watch.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
+
+
+errors: dict[str, str] = {}
+
+
+def play_arena(broker: Broker, prefix: str, players: int, seed: int, out: dict[str, list[GameRecord]]) -> None:
+    """``players`` SDK bots with mixed strategies play one game in ``prefix``."""
+    kinds = ["density", "hunt-target", "random"]
+    clients = [
+        SalvoClient(
+            f"p{i}", f"s{i}-{prefix}", broker, prefix=prefix, username=broker.username, password=broker.password
+        ).connect()
+        for i in range(players)
+    ]
+    threads = []
+    for i, c in enumerate(clients):
+
+        def run(c: SalvoClient = c, i: int = i) -> None:
+            try:
+                out[f"{prefix}/{c.name}"] = c.play(make_strategy(kinds[i % 3], f"{seed}/{prefix}/{i}"))
+            except Exception as exc:  # reported as the run's problem, not lost with the thread
+                errors[f"{prefix}/{c.name}"] = f"{type(exc).__name__}: {exc}"
+
+        threads.append(threading.Thread(target=run, daemon=True))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    for c in clients:
+        c.close()
+
+
+@dataclass
+class ArenasResult:
+    arenas: int
+    players: int
+    games_completed: int
+    seconds: float
+    referee_peak_rss_mb: float
+    problems: list[str] = field(default_factory=list)
+
+
+def run_arenas(broker: Broker, arenas: int = 10, players: int = 4, seed: int = 1) -> ArenasResult:
+    """``arenas`` arenas of ``players`` bots each, one referee process, all at once."""
+    prefixes = [f"stress{i}" for i in range(1, arenas + 1)]
+    records: dict[str, list[GameRecord]] = {}
+    t0 = time.monotonic()
+    with RefereeProcess(
+        broker,
+        prefixes,
+        "--min-players",
+        str(players),
+        "--max-players",
+        str(players),
+        "--turn-timeout",
+        "10",
+        "--reset-after",
+        "600",
+    ) as ref:
+        threads = [threading.Thread(target=play_arena, args=(broker, p, players, seed, records)) for p in prefixes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(900)
+        peak = rss_mb(ref.pid, "VmHWM")
+    seconds = time.monotonic() - t0
+    problems = []
+    done = 0
+    for p in prefixes:
+        mine = [records.get(f"{p}/p{i}") for i in range(players)]
+        if not all(r and len(r) == 1 for r in mine):
+            why = "; ".join(f"{k}: {v}" for k, v in errors.items() if k.startswith(p + "/"))
+            problems.append(f"{p}: a bot did not finish ({why or 'no error'})")
+            continue
+        winners = {r[0].winner for r in mine if r}
+        places = sorted(r[0].mine.place for r in mine if r and r[0].mine)
+        if len(winners) != 1 or places[0] != 1 or len(places) != players:
+            problems.append(f"{p}: inconsistent results {winners} {places}")
+            continue
+        done += 1
+    return ArenasResult(arenas, players, done, seconds, peak, problems)
+
+
+@dataclass
+class FloodResult:
+    rate_asked: int
+    seconds: float
+    sent: int
+    rate_achieved: float
+    game_completed: bool
+    winner: str | None
+    referee_rss_before_mb: float
+    referee_peak_rss_mb: float
+    referee_rss_samples_mb: list[float]
+
+
+GARBAGE = [
+    b"",
+    b"\x00\xff",
+    b"{",
+    b"[]",
+    b"null",
+    b'{"data":null}',
+    b"x" * 5000,
+    b"[" * 500,
+    b'{"name":"a b","secret":1}',
+    "💥".encode() * 20,
+]
+
+
+def run_flood(broker: Broker, rate: int = 10_000, seconds: float = 10.0, seed: int = 1) -> FloodResult:
+    """A game of two bots while garbage arrives at ``rate`` messages/s (QoS 0)
+    on every inbound topic for ``seconds``."""
+    prefix = "flood"
+    t = Topics(prefix)
+    topics = [
+        t.request_participation,
+        t.place("p0", "carrier"),
+        t.place("p1", "destroyer"),
+        t.fire("p0"),
+        t.fire("p1"),
+        t.place("ghost", "x"),
+        t.fire("nobody"),
+    ]
+    records: dict[str, list[GameRecord]] = {}
+    rng = random.Random(seed)
+    with RefereeProcess(broker, [prefix], "--turn-timeout", "10", "--reset-after", "600") as ref:
+        before = rss_mb(ref.pid)
+        samples: list[float] = []
+        game = threading.Thread(target=play_arena, args=(broker, prefix, 2, seed, records), daemon=True)
+        game.start()
+        flooder = Recorder(broker, label="stress-flood")
+        sent = 0
+        start = time.monotonic()
+        next_sample = start
+        while (elapsed := time.monotonic() - start) < seconds:
+            # in bursts of 100, paced to the asked rate
+            if sent > rate * elapsed:
+                time.sleep(0.002)
+            else:
+                for _ in range(100):
+                    flooder.client.publish(rng.choice(topics), rng.choice(GARBAGE), qos=0)
+                sent += 100
+            if time.monotonic() >= next_sample:
+                samples.append(round(rss_mb(ref.pid), 1))
+                next_sample += 0.5
+        achieved = sent / (time.monotonic() - start)
+        flooder.close()
+        game.join(600)
+        peak = rss_mb(ref.pid, "VmHWM")
+    mine = [records.get(f"{prefix}/p{i}") for i in range(2)]
+    done = all(r and len(r) == 1 for r in mine)
+    winner = mine[0][0].winner if done and mine[0] else None
+    return FloodResult(rate, seconds, sent, round(achieved), done, winner, round(before, 1), round(peak, 1), samples)

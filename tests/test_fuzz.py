@@ -1,0 +1,237 @@
+"""Fuzzing the referee's sans-IO core (protocol + wire + crypto + engine) with
+hypothesis: every inbound topic, arbitrary and near-valid payloads.
+
+For every message: no exception escapes; it is either accepted (journaled)
+or rejected with exactly one error report, and a rejected message leaves the
+game exactly as it was. After each batch the game in progress must still
+finish correctly.
+
+CI runs a sample; the dedicated run (docs/reliability.md) is
+    SALVO_FUZZ_MESSAGES=100000 .venv/bin/pytest tests/test_fuzz.py -q -s
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from nacl.public import PrivateKey
+
+from salvo import crypto
+from salvo.engine import Config, Game, Join, Phase, Place, Publish
+from salvo.protocol import Arena, DeriveKey, Log, Record
+from salvo.rules import SHIP_IDS
+from salvo.topics import Topics
+
+from kit import COLUMNS, ROWS
+
+MESSAGES = int(os.environ.get("SALVO_FUZZ_MESSAGES", "2000"))
+BATCH = 12  # messages per example at most; ~6.5 on average
+T = Topics("fz")
+KEYS = {"alice": bytes(range(32)), "bob": bytes(range(1, 33)), "eve": bytes(32)}
+REFEREE = PrivateKey.generate()
+PUBKEY = crypto.public_key_b64(REFEREE)
+NOW = 1_000_000.0
+counted = {"fuzzed": 0, "accepted": 0, "rejected": 0, "examples": 0}
+
+# -- what to throw at it -----------------------------------------------------------------
+
+names = st.sampled_from(["alice", "bob", "carol", "eve", "", "a b", "x" * 40, "é", "players", "$SYS", "a\x00b"])
+ships = st.sampled_from([*SHIP_IDS, "canoe", "", "car rier", "CARRIER"])
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=15,
+)
+coords = st.integers(-3, 12) | st.sampled_from([2**63, -(2**63), 10**30])
+shot_data = st.fixed_dictionaries({"x": coords, "y": coords}, optional={"turn": st.integers(-1, 60) | st.none()})
+
+
+@st.composite
+def signed_fire(draw: st.DrawFn) -> bytes:
+    """A fire message near a valid one: maybe the wrong signer, maybe data
+    that differs from what was signed, maybe a damaged signature."""
+    signer = draw(st.sampled_from(list(KEYS)))
+    data = draw(shot_data | json_values)
+    signed = data if draw(st.booleans()) else draw(shot_data | json_values)
+    sig = crypto.seal(KEYS[signer], json.dumps(signed))
+    how = draw(st.sampled_from(["as is", "flip", "cut", "urlsafe", "no padding", "alias", "both", "no sig", "not str"]))
+    raw = bytearray(base64.b64decode(sig))
+    if how == "flip":
+        raw[draw(st.integers(0, len(raw) - 1))] ^= 1 << draw(st.integers(0, 7))
+        sig = base64.b64encode(raw).decode()
+    elif how == "cut":
+        sig = base64.b64encode(raw[: draw(st.integers(0, 45))]).decode()
+    elif how == "urlsafe":
+        sig = base64.urlsafe_b64encode(raw).decode()
+    elif how == "no padding":
+        sig = sig.rstrip("=")
+    msg: dict[str, Any] = {"data": data, "signature": sig}
+    if how == "alias":
+        msg = {"payload": data, "signature": sig}
+    elif how == "both":
+        msg["payload"] = draw(json_values)
+    elif how == "no sig":
+        del msg["signature"]
+    elif how == "not str":
+        msg["signature"] = draw(json_values)
+    return json.dumps(msg).encode()
+
+
+@st.composite
+def sealed_placement(draw: st.DrawFn) -> bytes:
+    key = KEYS[draw(st.sampled_from(list(KEYS)))]
+    body = draw(
+        st.fixed_dictionaries(
+            {
+                "coordinates": st.from_regex(r"-?\d{1,3};-?\d{1,3}", fullmatch=True) | json_values,
+                "orientation": st.sampled_from(["HORIZONTAL", "vertical", "Diagonal", ""]) | json_values,
+            },
+        ).map(json.dumps)
+        | st.text(max_size=30)
+    )
+    return crypto.seal(key, body).encode()
+
+
+@st.composite
+def join_request(draw: st.DrawFn) -> bytes:
+    body = json.dumps({"name": draw(names | json_values), "secret": draw(st.text(max_size=20) | json_values)})
+    return crypto.seal_to(PUBKEY, body).encode() if draw(st.booleans()) else body.encode()
+
+
+payloads = st.one_of(
+    st.binary(max_size=200),
+    st.binary(min_size=4090, max_size=4110),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.integers(1, 5000).map(lambda n: b"[" * n),
+    st.integers(30, 200).map(lambda n: b'{"a":' * n + b"1" + b"}" * n),
+    st.text(max_size=100).map(lambda s: s.encode("utf-8", "surrogatepass")),
+    signed_fire(),
+    sealed_placement(),
+    join_request(),
+)
+topics = st.one_of(
+    st.just(T.request_participation),
+    st.builds(T.place, names, ships),
+    st.builds(T.fire, names),
+    st.text(max_size=30).map(lambda s: f"/fz/game/{s}"),
+    st.text(max_size=30).map(lambda s: f"/fz/players/{s}"),
+)
+
+
+def valid_move(data: st.DataObject, arena: Arena, sent: list[tuple[str, bytes]]) -> tuple[str, bytes]:
+    """A message that fits the game right now (or a replay of one that did),
+    so accepted moves and garbage interleave."""
+    game = arena.game
+    if sent and data.draw(st.integers(0, 4)) == 0:
+        return data.draw(st.sampled_from(sent))  # exact replay: must be refused
+    x, y = data.draw(st.integers(0, 9)), data.draw(st.integers(0, 9))
+    if game.phase is Phase.LOBBY:
+        ship = data.draw(st.sampled_from(SHIP_IDS))
+        orientation = data.draw(st.sampled_from(["HORIZONTAL", "VERTICAL"]))
+        body = json.dumps({"coordinates": f"{x};{y}", "orientation": orientation})
+        return T.place("bob", ship), crypto.seal(KEYS["bob"], body).encode()
+    shooter = game.current or "alice"
+    target = data.draw(st.sampled_from(["alice", "bob"]))
+    msg = crypto.sign(KEYS[shooter], {"x": x, "y": y, "turn": game.turn})
+    return T.fire(target), json.dumps(msg).encode()
+
+
+# -- the game under fire ---------------------------------------------------------------------
+
+
+def new_arena(phase: str) -> Arena:
+    game = Game(Config(), T, seed=1)
+    for name in ("alice", "bob"):
+        game.handle(Join(name, KEYS[name], NOW))
+    for ship, p in ROWS.items():
+        game.handle(Place("alice", ship, p, NOW))
+    for ship, p in list(COLUMNS.items())[: 5 if phase == "turn" else 3]:
+        game.handle(Place("bob", ship, p, NOW))
+    return Arena(game, REFEREE)
+
+
+def send(arena: Arena, topic: str, payload: bytes) -> list[Any]:
+    game = arena.game
+    before = game.snapshot()
+    effects = arena.on_message(topic, payload, NOW)
+    if any(isinstance(e, Record) for e in effects):
+        return effects
+    assert game.snapshot() == before, f"rejected {topic!r} changed the game"
+    reports = [e for e in effects if isinstance(e, Publish)]
+    pending = any(isinstance(e, DeriveKey) for e in effects) or (
+        effects and all(isinstance(e, Log) and "already deriving" in e.text for e in effects)
+    )
+    if not pending:
+        assert len(reports) == 1, effects
+        report = json.loads(reports[0].payload)
+        assert report["error"] and report["kind"] in ("malformed", "illegal")
+        assert not reports[0].retain
+    return effects
+
+
+def finish(arena: Arena) -> None:
+    """Valid moves until the game is over: the fuzzing broke nothing."""
+    game = arena.game
+    for _ in range(2):  # place bob's fleet (a fuzzed move may block a ship on the first pass)
+        for ship, p in COLUMNS.items():
+            if game.phase is Phase.LOBBY:
+                body = json.dumps({"coordinates": f"{p.x};{p.y}", "orientation": p.orientation.value})
+                send(arena, T.place("bob", ship), crypto.seal(KEYS["bob"], body).encode())
+    assert game.phase is Phase.TURN
+    swept = {"alice": 0, "bob": 0}
+    for _ in range(400):
+        if game.phase is Phase.OVER:
+            break
+        shooter = game.current
+        assert shooter is not None
+        target = "bob" if shooter == "alice" else "alice"
+        turn = game.turn
+        for _shot in range(game.allowed - len(game.salvo)):  # fuzzing may have fired some
+            c = swept[shooter] % 100
+            swept[shooter] += 1
+            msg = crypto.sign(KEYS[shooter], {"x": c % 10, "y": c // 10, "turn": turn})
+            effects = send(arena, T.fire(target), json.dumps(msg).encode())
+            assert any(isinstance(e, Record) for e in effects), "a valid shot was refused after fuzzing"
+    assert game.phase is Phase.OVER and game.winner in ("alice", "bob")
+
+
+@settings(
+    max_examples=max(1, MESSAGES * 2 // BATCH),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
+@given(phase=st.sampled_from(["lobby", "turn"]), data=st.data())
+def test_fuzzed_messages_never_crash_or_corrupt(phase: str, data: st.DataObject) -> None:
+    arena = new_arena(phase)
+    accepted: list[tuple[str, bytes]] = []
+    for _ in range(data.draw(st.integers(1, BATCH))):
+        if data.draw(st.integers(0, 4)) == 0 and arena.game.phase is not Phase.OVER:
+            topic, payload = valid_move(data, arena, accepted)
+        else:
+            topic, payload = data.draw(st.tuples(topics, payloads))
+        effects = send(arena, topic, payload)
+        counted["fuzzed"] += 1
+        if any(isinstance(e, Record) for e in effects):
+            counted["accepted"] += 1
+            accepted.append((topic, payload))
+        else:
+            counted["rejected"] += 1
+    counted["examples"] += 1
+    if arena.game.phase is Phase.OVER:
+        return
+    finish(arena)
+
+
+def test_zz_report_the_fuzz_volume() -> None:
+    """Runs after the fuzz test (file order): says how much was thrown."""
+    c = counted
+    print(
+        f"\nfuzz: {c['fuzzed']} fuzzed messages in {c['examples']} games: {c['rejected']} rejected "
+        f"(state unchanged), {c['accepted']} accepted; every game then finished correctly"
+    )
+    assert c["examples"] > 0
