@@ -157,6 +157,12 @@ def main() -> None:
     help="MQTT client id (its session survives restarts; one process per id).",
 )
 @click.option(
+    "--teams",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SALVO_TEAMS",
+    help="Team registry (salvo teams add): admit only these teams, with their secret.",
+)
+@click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 def referee(
@@ -175,6 +181,7 @@ def referee(
     key_file: Path,
     state: Path,
     client_id: str,
+    teams: Path | None,
     log_level: str,
 ) -> None:
     """Run the referee: the single source of truth of the game.
@@ -207,7 +214,8 @@ def referee(
         games = make_arenas(prefixes, config, seed, key, store)
     except (OSError, sqlite3.Error) as exc:
         raise LocalFileError(f"cannot use state file {state}: {exc}") from None
-    service = Referee(games, target, client_id=client_id, journal=store)
+    registry = _registry(teams) if teams is not None else None
+    service = Referee(games, target, client_id=client_id, journal=store, registry=registry)
     try:
         _serve(service)
     finally:
@@ -588,7 +596,132 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
     click.echo(
         f"flood: {r.sent} garbage messages in {r.seconds:.0f} s ({r.rate_achieved}/s, asked {r.rate_asked}/s); "
         f"game completed: {r.game_completed} (winner {r.winner}); referee RSS {r.referee_rss_before_mb} MB before, "
-        f"peak {r.referee_peak_rss_mb} MB; samples {r.referee_rss_samples_mb}"
+        f"peak {r.referee_peak_rss_mb} MB; samples {r.referee_rss_samples_mb}; the referee received and rejected "
+        f"{r.referee_rejected} (the broker drops QoS 0 a slow subscriber cannot take)"
     )
+    for problem in r.problems:
+        click.echo(f"problem: {problem}")
     if not r.game_completed:
         raise SalvoError("the game did not complete under the flood")
+
+
+def _registry(path: Path) -> Any:
+    from salvo.teams import Registry, TeamsError
+
+    if not path.exists():
+        raise LocalFileError(f"no team registry at {path} (create it with: salvo teams add NAME --registry {path})")
+    try:
+        registry = Registry(path)
+        logging.getLogger("salvo").info("admitting only the %d teams of %s", len(registry.teams), path)
+    except (OSError, TeamsError) as exc:
+        raise LocalFileError(str(exc)) from None
+    return registry
+
+
+_registry_option = click.option(
+    "--registry",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="teams.json",
+    show_default=True,
+    envvar="SALVO_TEAMS",
+    help="The referee's team registry (salvo referee --teams).",
+)
+_passwd_option = click.option(
+    "--passwd",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="passwd",
+    show_default=True,
+    help="The broker's password file (mosquitto password_file).",
+)
+
+
+@main.group()
+def teams() -> None:
+    """Provision teams for a tournament night: broker logins and game secrets."""
+
+
+@teams.command("add")
+@click.argument("name")
+@_registry_option
+@_passwd_option
+@click.option(
+    "--broker-url",
+    default="mqtt://localhost:1883",
+    show_default=True,
+    help="Broker address printed on the connection card.",
+)
+@click.option("--mqtt-password", help="Use this MQTT password (default: a fresh random one).")
+@click.option("--secret", help="Use this game secret (default: a fresh random one).")
+@click.option("--replace", is_flag=True, help="Issue new credentials to an existing team.")
+def teams_add(
+    name: str,
+    registry: Path,
+    passwd: Path,
+    broker_url: str,
+    mqtt_password: str | None,
+    secret: str | None,
+    replace: bool,
+) -> None:
+    """Register team NAME and print its connection card.
+
+    Writes the team's MQTT login to the broker's password file (mosquitto's
+    $7$ format; mosquitto re-reads it on SIGHUP) and an argon2id hash of its
+    game secret to the registry (a running referee picks it up at once). The
+    card is the only place the two secrets are shown: hand it to the team.
+    """
+    from salvo.teams import TeamsError, add_team
+
+    try:
+        card = add_team(
+            registry, passwd, name, broker=broker_url, mqtt_password=mqtt_password, secret=secret, replace=replace
+        )
+    except TeamsError as exc:
+        raise SalvoError(str(exc)) from None
+    except OSError as exc:
+        raise LocalFileError(str(exc)) from None
+    click.echo(card.text(), nl=False)
+
+
+@teams.command("list")
+@_registry_option
+@_passwd_option
+def teams_list(registry: Path, passwd: Path) -> None:
+    """List the registered teams (no secrets: only hashes are stored)."""
+    from salvo.teams import REFEREE_USER, Registry, TeamsError, read_passwd
+
+    try:
+        known = Registry(registry).teams
+        logins = read_passwd(passwd)
+    except (OSError, TeamsError) as exc:
+        raise LocalFileError(str(exc)) from None
+    for name in sorted(known):
+        login = "broker login ok" if name in logins else "NO BROKER LOGIN"
+        click.echo(f"{name:<32}  added {known[name].added}  {login}")
+    if REFEREE_USER in logins:
+        click.echo(f"({REFEREE_USER} login present)")
+    click.echo(f"{len(known)} teams")
+
+
+@teams.command("remove")
+@click.argument("name")
+@_registry_option
+@_passwd_option
+def teams_remove(name: str, registry: Path, passwd: Path) -> None:
+    """Remove team NAME: its broker login and its registry entry."""
+    from salvo.teams import TeamsError, remove_team
+
+    try:
+        remove_team(registry, passwd, name)
+    except TeamsError as exc:
+        raise SalvoError(str(exc)) from None
+    click.echo(f"removed {name}")
+
+
+@teams.command("referee")
+@_passwd_option
+@click.option("--password", help="Use this password (default: a fresh random one).")
+def teams_referee(passwd: Path, password: str | None) -> None:
+    """Create or change the referee's broker login; prints its password."""
+    from salvo.teams import REFEREE_USER, set_referee_login
+
+    click.echo(f"{REFEREE_USER} password: {set_referee_login(passwd, password)}")

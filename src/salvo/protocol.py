@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -81,6 +82,9 @@ class Arena:
         # this memory is no offline guessing aid for weak secrets.
         self._keys: OrderedDict[bytes, bytes] = OrderedDict()
         self._digest_key = os.urandom(32)
+        #: Who may join at all (a tournament's registered teams): returns why
+        #: not, or None. The secret is checked with the key derivation.
+        self.admit: Callable[[str], str | None] | None = None
 
     # -- entry points -----------------------------------------------------------
 
@@ -143,7 +147,7 @@ class Arena:
     def on_key_failed(self, job: DeriveKey, reason: str) -> list[Effect]:
         self._pending.pop(job.digest, None)
         topic = self.topics.request_participation
-        return self._report(topic, Route(Inbound.JOIN), Illegal(f"join failed: {reason}"), job.name)
+        return self._report(topic, Route(Inbound.JOIN), Illegal(reason), job.name)
 
     # -- per topic family --------------------------------------------------------------
 
@@ -171,6 +175,8 @@ class Arena:
     def _join(self, topic: str, route: Route, value: object, name: str, now: float) -> list[Effect]:
         request = wire.parse_join(value)
         self.game.check_join(name)  # fail fast before paying for a derivation
+        if self.admit is not None and (why := self.admit(name)):
+            raise Illegal(why)
         digest = nacl.hash.blake2b(f"{name}\0{request.secret}".encode(), key=self._digest_key, encoder=RawEncoder)
         key = self._keys.get(digest)
         if key is not None:

@@ -39,6 +39,7 @@ from salvo.engine import Config, Event, Game, Publish, Rejected
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
 from salvo.store import Store
+from salvo.teams import Registry, TeamRefused
 from salvo.topics import Topics
 
 log = logging.getLogger("salvo.referee")
@@ -51,13 +52,14 @@ TIMER_GRACE_S: Final = 1.0
 #: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
 QOS0_BACKLOG: Final = 2_000
 
-#: Outgoing QoS 1 messages not yet acknowledged by the broker beyond which
-#: expendable ones (error reports) are dropped: under a flood of garbage they
-#: would otherwise queue without bound, ahead of the game's own messages.
-OUT_BACKLOG: Final = 500
+#: Error reports per second an arena sends at most (a token bucket with a
+#: burst of the same size). A flood of garbage would otherwise be mirrored
+#: onto /game/errors, and the broker's backlog to the referee would hold up
+#: the game's own messages. Reports over the budget are counted and logged.
+REPORTS_PER_S: Final = 200.0
 #: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
 #: for a burst of shots and reports).
-MAX_INFLIGHT: Final = 200
+MAX_INFLIGHT: Final = 20
 
 
 class Journal(Protocol):
@@ -140,8 +142,10 @@ class ArenaRunner:
         journal: Journal | None = None,
         session_expiry_s: int = 3600,
         clock: Callable[[], float] = time.time,
+        registry: Registry | None = None,
     ) -> None:
         self.arena = arena
+        self._registry = registry
         self.name = arena.topics.prefix or "(default)"
         self._broker = broker
         self._pool = pool
@@ -161,16 +165,23 @@ class ArenaRunner:
         self._sweep_token = b""
         self._ever_connected = False
         t = arena.topics
-        self.client = new_client(broker, client_id, manual_ack=True, will=(t.server, "down"), persistent=True)
+        # Two connections: ``client`` subscribes (persistent session, manual
+        # acks), ``out`` only publishes. A broker falling behind on a flood of
+        # QoS 0 messages to us must not stall our publishing: mosquitto 2.0
+        # loses PUBACKs queued behind such a backlog (eclipse/mosquitto#3542),
+        # and every lost PUBACK holds one of paho's in-flight slots for good.
+        # The connection that only publishes never has a backlog.
+        self.client = new_client(broker, client_id, manual_ack=True, persistent=True)
         self.client.on_connect = self._on_connect
         self.client.on_connect_fail = self._on_connect_fail
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
-        self.client.on_publish = self._on_publish
-        self.client.max_inflight_messages_set(MAX_INFLIGHT)
-        self._unacked = 0
-        self._unacked_lock = threading.Lock()
+        self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"))
+        self.out.on_connect = self._on_out_connect
+        self.out.max_inflight_messages_set(MAX_INFLIGHT)
         self.dropped_reports = 0
+        self._report_tokens = REPORTS_PER_S
+        self._report_refill = clock()
 
     # -- paho callbacks: network thread, hand off only ------------------------------------
 
@@ -184,9 +195,11 @@ class ArenaRunner:
         client.subscribe([(f, 1) for f in self.arena.topics.inbound_filters])
         self._queue.put(_Connected(bool(flags.session_present)))
 
-    def _on_publish(self, _c: paho.Client, _u: Any, _mid: int, _rc: Any, _p: Any) -> None:
-        with self._unacked_lock:
-            self._unacked -= 1
+    def _on_out_connect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        if rc.is_failure:
+            log.error("[%s] broker %s refused the publishing connection: %s", self.name, self._broker.url, rc)
+            if rc.value in (0x86, 0x87, 0x8C):
+                self._queue.put(_Fatal(f"broker refused the connection: {rc}"))
 
     def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
         log.warning("[%s] cannot reach broker %s; retrying", self.name, self._broker.url)
@@ -219,6 +232,8 @@ class ArenaRunner:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        connect_async(self.out, self._broker)
+        self.out.loop_start()
         connect_async(self.client, self._broker, session_expiry_s=self._expiry)
         self.client.loop_start()
         self._thread.start()
@@ -287,7 +302,7 @@ class ArenaRunner:
         keep = {*self.arena.game.retained, t.server, t.pubkey}
         stale = sorted(topic for topic, payload in self._stale.items() if payload and topic not in keep)
         for topic in stale:
-            self.client.publish(topic, "", qos=1, retain=True)
+            self.out.publish(topic, "", qos=1, retain=True)
         if stale:
             log.info("[%s] cleared %d stale retained topics, e.g. %s", self.name, len(stale), stale[0])
 
@@ -317,7 +332,8 @@ class ArenaRunner:
             if exc is None:
                 self._execute(self.arena.on_key(item.job, item.future.result(), now))
             else:
-                self._execute(self.arena.on_key_failed(item.job, type(exc).__name__))
+                reason = str(exc) if isinstance(exc, TeamRefused) else f"join failed: {type(exc).__name__}"
+                self._execute(self.arena.on_key_failed(item.job, reason))
         elif isinstance(item, _Connected):
             log.info(
                 "[%s] connected to %s (session %s); publishing retained state",
@@ -333,37 +349,58 @@ class ArenaRunner:
     def _execute(self, effects: list[Effect] | list[Publish]) -> None:
         for effect in effects:
             if isinstance(effect, Publish):
-                if effect.expendable and self._unacked > OUT_BACKLOG:
+                if effect.expendable and not self._report_budget():
                     self.dropped_reports += 1
                     if self.dropped_reports % 1000 == 1:
                         log.warning(
-                            "[%s] broker backlog: %d error reports dropped so far", self.name, self.dropped_reports
+                            "[%s] over %.0f error reports/s: %d dropped so far",
+                            self.name,
+                            REPORTS_PER_S,
+                            self.dropped_reports,
                         )
                     continue
-                with self._unacked_lock:
-                    self._unacked += 1
-                self.client.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
+                self.out.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
             elif isinstance(effect, Record):
                 if self._journal is not None:
                     self._journal.record(self.arena.topics.prefix, effect.game_no, effect.event)
             elif isinstance(effect, DeriveKey):
-                future = self._pool.submit(crypto.derive_team_key, effect.name, effect.secret)
+                future = self._pool.submit(_team_key, self._registry, effect.name, effect.secret)
                 future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
                 log.log(logging.INFO if effect.accepted else logging.WARNING, "[%s] %s", self.name, effect.text)
+
+    def _report_budget(self) -> bool:
+        """Take a token for one error report, if the bucket has one."""
+        now = self._clock()
+        self._report_tokens = min(REPORTS_PER_S, self._report_tokens + (now - self._report_refill) * REPORTS_PER_S)
+        self._report_refill = now
+        if self._report_tokens < 1:
+            return False
+        self._report_tokens -= 1
+        return True
 
     def _key_callback(self, job: DeriveKey) -> Callable[[Future[bytes]], None]:
         # Runs on a pool thread: only hand the result back to the arena thread.
         return lambda future: self._queue.put(_KeyDone(job, future))
 
     def _shutdown(self) -> None:
-        if self.client.is_connected():
-            info = self.client.publish(self.arena.topics.server, "down", qos=1, retain=True)
+        if self.out.is_connected():
+            # QoS 1 in order: once "down" is acknowledged, so is all before it.
+            info = self.out.publish(self.arena.topics.server, "down", qos=1, retain=True)
             with contextlib.suppress(RuntimeError, ValueError):
                 info.wait_for_publish(timeout=2)
-        self.client.disconnect()
-        self.client.loop_stop()
+        for client in (self.client, self.out):
+            client.disconnect()
+            client.loop_stop()
         self.connected.clear()
+
+
+def _team_key(registry: Registry | None, name: str, secret: str) -> bytes:
+    """On a pool thread: check a registered team's secret (argon2id), then
+    derive its team key (argon2id again; the spec's KDF)."""
+    if registry is not None:
+        registry.verify(name, secret)
+    return crypto.derive_team_key(name, secret)
 
 
 class Referee:
@@ -378,7 +415,11 @@ class Referee:
         journal: Journal | None = None,
         workers: int | None = None,
         session_expiry_s: int = 3600,
+        registry: Registry | None = None,
     ) -> None:
+        if registry is not None:
+            for arena in arenas:
+                arena.admit = registry.check_name
         # argon2id is CPU-bound and takes 64 MiB while it runs: one worker per
         # core is as fast as more, and bounds that memory (6 workers: 400 MB).
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="argon2")
@@ -390,6 +431,7 @@ class Referee:
                 pool=self.pool,
                 journal=journal,
                 session_expiry_s=session_expiry_s,
+                registry=registry,
             )
             for arena in arenas
         ]
