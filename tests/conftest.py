@@ -14,6 +14,7 @@ from salvo import crypto
 from salvo.engine import Config
 from salvo.mqtt import Broker
 from salvo.referee import Referee, make_arenas
+from salvo.teams import Registry
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder, Team
@@ -41,10 +42,17 @@ def start_referee(broker: Mosquitto, prefix: str, tmp_path: Path) -> Iterator[Re
     """Start a referee on this test's prefix: ``start_referee(turn_timeout=1)``."""
     started: list[Referee] = []
 
-    def start(*, prefixes: list[str] | None = None, seed: int = 1, **config: Any) -> Referee:
+    def start(
+        *, prefixes: list[str] | None = None, seed: int = 1, registry: Registry | None = None, **config: Any
+    ) -> Referee:
         key = crypto.load_or_create_referee_key(tmp_path / "referee.key")
         arenas = make_arenas(prefixes or [prefix], Config(**config), seed, key)
-        ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"ref-{uuid.uuid4().hex[:8]}")
+        ref = Referee(
+            arenas,
+            Broker.from_url(broker.url("referee")),
+            client_id=f"ref-{uuid.uuid4().hex[:8]}",
+            registry=registry,
+        )
         ref.start()
         started.append(ref)
         assert ref.wait_connected(10), "referee did not connect"

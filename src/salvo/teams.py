@@ -119,7 +119,8 @@ class Registry:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._mtime: float | None = None
+        # (inode, mtime): every save is a new file (atomic replace).
+        self._mtime: tuple[int, int] | None = None
         self._teams: dict[str, Team] = {}
         if path.exists():
             self._reload()
@@ -130,7 +131,7 @@ class Registry:
         except FileNotFoundError:
             self._teams, self._mtime = {}, None
             return
-        if stat.st_mtime == self._mtime:
+        if (stat.st_ino, stat.st_mtime_ns) == self._mtime:
             return
         try:
             raw: Any = json.loads(self.path.read_text())
@@ -140,7 +141,7 @@ class Registry:
             }
         except (ValueError, AttributeError, KeyError, TypeError) as err:
             raise TeamsError(f"{self.path}: not a salvo team registry ({err})") from err
-        self._teams, self._mtime = teams, stat.st_mtime
+        self._teams, self._mtime = teams, (stat.st_ino, stat.st_mtime_ns)
 
     @property
     def teams(self) -> dict[str, Team]:
