@@ -22,7 +22,10 @@ from mqttkit import Recorder, Team
 
 def test_hash_matches_mosquitto_passwd_format() -> None:
     # A line mosquitto_passwd wrote for password "secret" (mosquitto 2.0.11).
-    theirs = "$7$101$Xz/N5ESYtg2FdUDO$IL4igdDim6BS75wBIv/E6xcXnaawzyWtG++PV5XxUSTBoM0tZLNRJD0sU/oR7esGKhBkQFp+OmnYqCcjMtmDDQ=="
+    theirs = (
+        "$7$101$Xz/N5ESYtg2FdUDO$"
+        "IL4igdDim6BS75wBIv/E6xcXnaawzyWtG++PV5XxUSTBoM0tZLNRJD0sU/oR7esGKhBkQFp+OmnYqCcjMtmDDQ=="
+    )
     assert mosquitto_verify("secret", theirs)
     assert not mosquitto_verify("Secret", theirs)
     ours = mosquitto_hash("pw")
