@@ -12,9 +12,12 @@ import signal
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from salvo.teams import Registry
 
 from salvo import __version__
 
@@ -252,6 +255,12 @@ def _serve(service: Any) -> None:
 @click.option("--games", type=click.IntRange(min=1), help="Stop after this many games (default: play on forever).")
 @click.option("--seed", type=int, help="Seed for the strategy's randomness.")
 @click.option("--plain", is_flag=True, help="Join with plain JSON instead of a request sealed to /game/pubkey.")
+@click.option(
+    "--tournament",
+    "follow",
+    is_flag=True,
+    help="Play wherever /tournament/assignments/NAME says, until the tournament is done.",
+)
 def bot(
     broker: str,
     username: str | None,
@@ -263,16 +272,29 @@ def bot(
     games: int | None,
     seed: int | None,
     plain: bool,
+    follow: bool,
 ) -> None:
     """Play as one team with a built-in strategy.
 
     Joins, places a fleet, plays every turn, and after each reset joins the
-    next game. Prints one summary line per game.
+    next game. Prints one summary line per game. With --tournament it plays
+    in the arena the tournament assigns, game after game, until it is done.
     """
     from salvo.bots import make_strategy
     from salvo.client import JoinRefused, PlacementRefused, SalvoClient
 
     target = _parse_broker(broker, username, password)
+    if follow:
+        from salvo.tournament import follow as follow_tournament
+
+        try:
+            n = follow_tournament(
+                target, name, secret, lambda: make_strategy(strategy, seed), on_game=lambda r: click.echo(r.line())
+            )
+        except (JoinRefused, PlacementRefused) as exc:
+            raise SalvoError(f"the referee refused: {exc}") from None
+        click.echo(f"tournament done: {n} games played")
+        return
     try:
         client = SalvoClient(name, secret, target, prefix=prefix, sealed=not plain)
     except ValueError as exc:
@@ -605,7 +627,7 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
         raise SalvoError("the game did not complete under the flood")
 
 
-def _registry(path: Path) -> Any:
+def _registry(path: Path) -> Registry:
     from salvo.teams import Registry, TeamsError
 
     if not path.exists():
@@ -725,3 +747,129 @@ def teams_referee(passwd: Path, password: str | None) -> None:
     from salvo.teams import REFEREE_USER, set_referee_login
 
     click.echo(f"{REFEREE_USER} password: {set_referee_login(passwd, password)}")
+
+
+@main.command()
+@_broker_option
+@click.option(
+    "--teams",
+    "registry_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    envvar="SALVO_TEAMS",
+    help="Team registry (salvo teams add): who plays.",
+)
+@click.option("--arenas", default="2", show_default=True, help="Tables at once: a count N (arena1..N) or prefixes.")
+@click.option("--format", "fmt", type=click.Choice(["round-robin", "swiss"]), default="round-robin", show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), help="Rounds (default: round robin all; swiss 3).")
+@click.option(
+    "--state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-tournament.json",
+    show_default=True,
+    help="The tournament's decisions and results: a restarted director carries on.",
+)
+@click.option(
+    "--referee-state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-referee.db",
+    show_default=True,
+    help="The referee journal of the arenas.",
+)
+@click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-referee.key",
+    show_default=True,
+)
+@click.option("--placement-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True)
+@click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
+@click.option("--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True)
+@click.option("--client-id", default="salvo-tournament", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+def tournament(
+    broker: str,
+    username: str | None,
+    password: str | None,
+    registry_path: Path,
+    arenas: str,
+    fmt: str,
+    rounds: int | None,
+    state: Path,
+    referee_state: Path,
+    key_file: Path,
+    placement_timeout: float,
+    turn_timeout: float,
+    reset_after: float,
+    client_id: str,
+    log_level: str,
+) -> None:
+    """Run a tournament: schedule two-player games onto arenas, keep standings.
+
+    Runs the referee for the arenas itself, each arena admitting only the two
+    teams scheduled there; tells every team where to play on the retained
+    /tournament/assignments/TEAM (salvo bot --tournament follows it); keeps
+    the standings (wins, points, hits, accuracy) retained on
+    /tournament/standings; prints the final ranking. Killed and started
+    again with the same files, it carries on.
+    """
+    from salvo import crypto
+    from salvo.engine import Config
+    from salvo.referee import Referee, make_arenas
+    from salvo.store import Store
+    from salvo.tournament import Director, State, ranking_text
+
+    _setup_logging(log_level)
+    target = _parse_broker(broker, username, password)
+    registry = _registry(registry_path)
+    teams = sorted(registry.teams)
+    if len(teams) < 2:
+        raise SalvoError(f"a tournament needs at least two registered teams; {registry_path} has {len(teams)}")
+    prefixes = _arena_prefixes("", arenas)
+    saved = State.load(state) if state.exists() else None
+    if saved is not None and (saved.format != fmt or saved.teams != teams):
+        raise SalvoError(
+            f"{state} holds another tournament ({saved.format}, {len(saved.teams)} teams); use a new --state"
+        )
+    if rounds is None:
+        rounds = (len(teams) - 1 + len(teams) % 2) if fmt == "round-robin" else 3
+    plan = saved or State(fmt, rounds, teams)
+    config = Config(placement_timeout, turn_timeout, reset_after, 2, 2, 3)
+    key = crypto.load_or_create_referee_key(key_file)
+    store = Store(referee_state)
+    games = make_arenas(prefixes, config, None, key, store)
+    roster: dict[str, set[str]] = {p: set() for p in prefixes}
+    for arena in games:
+        p = arena.topics.prefix
+
+        def admit(name: str, p: str = p) -> str | None:
+            if why := registry.check_name(name):
+                return why
+            if name not in roster[p]:
+                return f"{name!r} is not scheduled in arena {p!r} now; see /tournament/assignments/{name}"
+            return None
+
+        arena.admit = admit
+    service = Referee(games, target, client_id=client_id, journal=store, registry=registry)
+    service.start()
+    if not service.wait_connected(30):
+        service.stop()
+        raise SalvoError(f"cannot reach the broker at {target.url}")
+    director = Director(broker=target, arenas=prefixes, state=plan, state_path=state, roster=roster)
+    signal.signal(signal.SIGTERM, lambda *_: director.stop.set())
+    rows = []
+    try:
+        rows = director.run()
+    except KeyboardInterrupt:
+        director.stop.set()
+    finally:
+        stopped = director.stop.is_set()
+        director.close()
+        service.stop()
+        store.close()
+    if stopped:
+        click.echo("stopped; start again with the same --state to carry on", err=True)
+        raise SystemExit(ExitCode.FAILED)
+    click.echo(ranking_text(rows))

@@ -222,6 +222,10 @@ class ArenaRunner:
             if msg.retain and self.arena.topics.parse_inbound(topic) is None:
                 self._stale[topic] = bytes(msg.payload)
                 return
+        if msg.qos == 0 and self.arena.topics.parse_inbound(topic) is None:
+            # Our own output, echoed by the sweep's subscription while it is
+            # being taken down: not addressed to us.
+            return
         item = _Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain)
         if msg.qos == 0:
             if not self._queue.put_low(item, QOS0_BACKLOG):

@@ -206,3 +206,18 @@ class Topics:
     def owns(self, topic: str) -> bool:
         """True when ``topic`` lies in this arena's namespace."""
         return topic.startswith((self._game + "/", self._players + "/"))
+
+
+class TournamentTopics:
+    """The tournament's own topics (outside every arena; readable by all)."""
+
+    root: Final = "/tournament"
+    standings: Final = "/tournament/standings"
+    schedule: Final = "/tournament/schedule"
+
+    @staticmethod
+    def assignment(team: str) -> str:
+        """Where team ``team`` is told which arena to play in next."""
+        if err := name_error(team):
+            raise ValueError(err)
+        return f"/tournament/assignments/{team}"

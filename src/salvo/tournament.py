@@ -1,0 +1,354 @@
+"""A tournament night: schedule two-player games onto arenas, collect each
+game's stats, keep the standings.
+
+The director runs the referee for its arenas in the same process (one MQTT
+client per arena, as ``salvo referee --arenas`` does) and restricts each
+arena's lobby to the two teams scheduled there. Teams learn where to play
+from ``/tournament/assignments/<team>`` (retained JSON: ``{"round", "arena",
+"opponent"}``, or ``{"done": true}``); ``salvo bot --tournament`` follows it.
+Results come from what the referee publishes (``/<arena>/game/stats/...``),
+standings are retained at ``/tournament/standings``. Everything decided is
+kept in a JSON state file, so a restarted director carries on where it was
+(a game in progress resumes from the referee's own journal).
+
+Scoring: a win is 2 points, a draw 1 each, a loss 0; ties in the table are
+broken by hits, then accuracy, then name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from salvo.conformance.harness import Recorder
+from salvo.mqtt import Broker
+from salvo.topics import Topics, TournamentTopics
+from salvo.wire import PlayerStats, StatsSummary
+
+log = logging.getLogger("salvo.tournament")
+
+FORMATS = ("round-robin", "swiss")
+
+
+@dataclass
+class GameResult:
+    round: int
+    arena: str
+    players: list[str]
+    winner: str | None
+    stats: dict[str, dict[str, Any]]
+
+
+@dataclass
+class Row:
+    team: str
+    played: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    points: int = 0
+    shots: int = 0
+    hits: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        return round(self.hits / self.shots, 3) if self.shots else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "accuracy": self.accuracy}
+
+
+def standings(teams: list[str], results: list[GameResult]) -> list[Row]:
+    rows = {t: Row(t) for t in teams}
+    for r in results:
+        for name in r.players:
+            row = rows.setdefault(name, Row(name))
+            row.played += 1
+            s = r.stats.get(name, {})
+            row.shots += int(s.get("shots", 0))
+            row.hits += int(s.get("hits", 0))
+            if r.winner is None:
+                row.draws += 1
+                row.points += 1
+            elif r.winner == name:
+                row.wins += 1
+                row.points += 2
+            else:
+                row.losses += 1
+    return sorted(rows.values(), key=lambda x: (-x.points, -x.hits, -x.accuracy, x.team))
+
+
+def round_robin(teams: list[str]) -> list[list[tuple[str, str]]]:
+    """Every pair once: the circle method, one bye per round when odd."""
+    field_ = sorted(teams) + ([""] if len(teams) % 2 else [])
+    n = len(field_)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = [(field_[i], field_[n - 1 - i]) for i in range(n // 2)]
+        rounds.append([p for p in pairs if "" not in p])
+        field_ = [field_[0], field_[-1], *field_[1:-1]]
+    return rounds
+
+
+def swiss_round(teams: list[str], results: list[GameResult]) -> list[tuple[str, str]]:
+    """Pair neighbours in the standings, avoiding rematches where possible;
+    the lowest-ranked team without a bye sits out when odd."""
+    met = {frozenset(r.players) for r in results}
+    order = [row.team for row in standings(teams, results)]
+    if len(order) % 2:
+        order.pop()
+    pairs: list[tuple[str, str]] = []
+    while order:
+        a = order.pop(0)
+        b = next((t for t in order if frozenset((a, t)) not in met), order[0])
+        order.remove(b)
+        pairs.append((a, b))
+    return pairs
+
+
+@dataclass
+class State:
+    """What the director has decided, persisted after every change."""
+
+    format: str
+    rounds: int
+    teams: list[str]
+    results: list[GameResult] = field(default_factory=list)
+    #: round number -> its pairings, fixed once drawn
+    schedule: dict[str, list[list[str]]] = field(default_factory=dict)
+
+    @staticmethod
+    def load(path: Path) -> State | None:
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        raw["results"] = [GameResult(**r) for r in raw.get("results", [])]
+        return State(**raw)
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, path)
+
+    def pairings(self, round_no: int) -> list[tuple[str, str]]:
+        key = str(round_no)
+        if key not in self.schedule:
+            if self.format == "round-robin":
+                drawn = round_robin(self.teams)[(round_no - 1) % max(1, len(self.teams) - 1 + len(self.teams) % 2)]
+            else:
+                drawn = swiss_round(self.teams, self.results)
+            self.schedule[key] = [list(p) for p in drawn]
+        return [(a, b) for a, b in self.schedule[key]]
+
+    def played(self, round_no: int, pair: tuple[str, str]) -> bool:
+        return any(r.round == round_no and set(r.players) == set(pair) for r in self.results)
+
+
+class _ArenaWatch:
+    """Follows one arena's public topics: its state and final stats."""
+
+    def __init__(self, rec: Recorder, prefix: str) -> None:
+        self.rec = rec
+        self.t = Topics(prefix)
+
+    def value(self, topic: str) -> bytes | None:
+        msg = self.rec.latest(topic)
+        return msg.payload if msg is not None else None
+
+    def wait(self, pred: Callable[[], bool], stop: threading.Event, timeout: float | None = None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not stop.is_set():
+            if pred():
+                return True
+            if end is not None and time.monotonic() > end:
+                return False
+            time.sleep(0.05)
+        return False
+
+
+class Director:
+    def __init__(
+        self,
+        *,
+        broker: Broker,
+        arenas: list[str],
+        state: State,
+        state_path: Path,
+        roster: dict[str, set[str]],
+    ) -> None:
+        self.broker = broker
+        self.arenas = arenas
+        self.state = state
+        self.state_path = state_path
+        #: arena -> the teams its lobby admits now (read by the arena threads)
+        self.roster = roster
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        filters = []
+        for a in arenas:
+            t = Topics(a)
+            filters += [t.state, t.players_list, t.stats_summary, t.stats_player("+")]
+        self.rec = Recorder(broker, filters, label="tournament")
+
+    # -- publishing -------------------------------------------------------------------
+
+    def publish(self, topic: str, body: object) -> None:
+        self.rec.client.publish(topic, json.dumps(body, separators=(",", ":")), qos=1, retain=True)
+
+    def publish_standings(self) -> list[Row]:
+        rows = standings(self.state.teams, self.state.results)
+        self.publish(
+            TournamentTopics.standings,
+            {
+                "format": self.state.format,
+                "rounds": self.state.rounds,
+                "games_played": len(self.state.results),
+                "table": [r.as_json() for r in rows],
+            },
+        )
+        return rows
+
+    # -- running ----------------------------------------------------------------------
+
+    def games(self) -> Iterator[tuple[int, tuple[str, str]]]:
+        for round_no in range(1, self.state.rounds + 1):
+            with self._lock:
+                pairs = self.state.pairings(round_no)
+                self.state.save(self.state_path)
+            self.publish(TournamentTopics.schedule, {"round": round_no, "games": [list(p) for p in pairs]})
+            # Swiss pairs the next round from this one's results: finish it first.
+            yield from ((round_no, p) for p in pairs if not self.state.played(round_no, p))
+            if self.state.format == "swiss":
+                yield (round_no, ("", ""))  # a barrier, see run()
+
+    def run(self) -> list[Row]:
+        self.publish_standings()
+        free = list(self.arenas)
+        busy: dict[str, threading.Thread] = {}
+        for round_no, pair in self.games():
+            if self.stop.is_set():
+                break
+            if pair == ("", ""):
+                for t in list(busy.values()):
+                    t.join()
+                free, busy = list(self.arenas), {}
+                continue
+            while not free and not self.stop.is_set():
+                for arena, t in list(busy.items()):
+                    if not t.is_alive():
+                        del busy[arena]
+                        free.append(arena)
+                time.sleep(0.05)
+            arena = free.pop(0)
+            t = threading.Thread(target=self.play, args=(arena, round_no, pair), daemon=True)
+            busy[arena] = t
+            t.start()
+        for t in busy.values():
+            t.join()
+        for team in self.state.teams:
+            self.publish(TournamentTopics.assignment(team), {"done": True})
+        return self.publish_standings()
+
+    def play(self, arena: str, round_no: int, pair: tuple[str, str]) -> None:
+        watch = _ArenaWatch(self.rec, arena)
+        t = watch.t
+        # The arena must be back in its lobby, empty, before the next pair is let in.
+        watch.wait(
+            lambda: watch.value(t.state) == b"lobby" and watch.value(t.players_list) in (None, b"", b"[]"), self.stop
+        )
+        self.roster[arena] = set(pair)
+        for me, other in (pair, pair[::-1]):
+            self.publish(TournamentTopics.assignment(me), {"round": round_no, "arena": arena, "opponent": other})
+        log.info("round %d: %s vs %s in arena %s", round_no, pair[0], pair[1], arena)
+        summary_topic = t.stats_summary
+
+        def finished() -> bool:
+            raw = watch.value(summary_topic)
+            return bool(raw) and all(watch.value(t.stats_player(p)) for p in pair)
+
+        if not watch.wait(finished, self.stop):
+            return
+        summary = StatsSummary.model_validate_json(watch.value(summary_topic) or b"")
+        stats = {p: PlayerStats.model_validate_json(watch.value(t.stats_player(p)) or b"").model_dump() for p in pair}
+        result = GameResult(round_no, arena, list(pair), summary.winner or None, stats)
+        with self._lock:
+            self.state.results.append(result)
+            self.state.save(self.state_path)
+            rows = self.publish_standings()
+        self.roster[arena] = set()
+        log.info(
+            "round %d in %s: winner %s | leader %s (%d pts)",
+            round_no,
+            arena,
+            result.winner or "nobody",
+            rows[0].team,
+            rows[0].points,
+        )
+        # Wait for the referee's reset so the next game here starts clean.
+        watch.wait(lambda: watch.value(t.state) == b"lobby", self.stop)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.rec.close()
+
+
+def ranking_text(rows: list[Row]) -> str:
+    lines = [f"{'#':>2}  {'team':<20} {'P':>3} {'W':>3} {'D':>3} {'L':>3} {'pts':>4} {'hits':>5} {'acc':>6}"]
+    for i, r in enumerate(rows, 1):
+        lines.append(
+            f"{i:>2}  {r.team:<20} {r.played:>3} {r.wins:>3} {r.draws:>3} {r.losses:>3} "
+            f"{r.points:>4} {r.hits:>5} {r.accuracy:>6.1%}"
+        )
+    return "\n".join(lines)
+
+
+def follow(
+    broker: Broker,
+    name: str,
+    secret: str,
+    strategy_factory: Callable[[], Any],
+    *,
+    on_game: Callable[[Any], None] | None = None,
+    username: str | None = None,
+    password: str | None = None,
+) -> int:
+    """Play wherever ``/tournament/assignments/<name>`` says, game after game,
+    until it says done. Returns the number of games played."""
+    from salvo.client import SalvoClient
+
+    topic = TournamentTopics.assignment(name)
+    rec = Recorder(broker, [topic], label=f"follow-{name}")
+    played: set[tuple[int, str]] = set()
+    try:
+        while True:
+            msg = rec.wait(lambda m: _fresh(m.payload, played), timeout=24 * 3600, what="an assignment")
+            job = json.loads(msg.payload)
+            if job.get("done"):
+                return len(played)
+            played.add((job["round"], job["arena"]))
+            client = SalvoClient(
+                name, secret, broker, prefix=job["arena"], username=username, password=password
+            ).connect()
+            try:
+                client.play(strategy_factory(), games=1, on_game=on_game)
+            finally:
+                client.close()
+    finally:
+        rec.close()
+
+
+def _fresh(payload: bytes, played: set[tuple[int, str]]) -> bool:
+    try:
+        job = json.loads(payload)
+    except ValueError:
+        return False
+    if not isinstance(job, dict):
+        return False
+    return bool(job.get("done")) or (job.get("round"), job.get("arena")) not in played
