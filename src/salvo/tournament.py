@@ -200,7 +200,8 @@ class Director:
     # -- publishing -------------------------------------------------------------------
 
     def publish(self, topic: str, body: object) -> None:
-        self.rec.client.publish(topic, json.dumps(body, separators=(",", ":")), qos=1, retain=True)
+        # Waits for the PUBACK: the last ones ("done") must not be lost to close().
+        self.rec.publish(topic, json.dumps(body, separators=(",", ":")), retain=True)
 
     def publish_standings(self) -> list[Row]:
         rows = standings(self.state.teams, self.state.results)
