@@ -98,6 +98,36 @@ def main() -> None:
     """
 
 
+_key_file_option = click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-referee.key",
+    show_default=True,
+    help="The referee's X25519 key (created 0600 on first run).",
+)
+_log_level_option = click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+
+
+def _referee_key(key_file: Path) -> Any:
+    from salvo import crypto
+
+    try:
+        return crypto.load_or_create_referee_key(key_file)
+    except Exception as exc:  # unreadable, corrupt, wrong permissions: the user must act
+        raise LocalFileError(f"cannot use key file {key_file}: {exc}") from None
+
+
+def _config(*args: Any) -> Any:
+    from salvo.engine import Config
+
+    try:
+        return Config(*args)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 @main.command()
 @_broker_option
 @click.option("--prefix", default="", help="Arena prefix: topics become /PREFIX/game/... (default: none).")
@@ -139,13 +169,7 @@ def main() -> None:
     help="Turns in a row timed out without a shot before a player is dropped.",
 )
 @click.option("--seed", type=int, help="Seed for drawing the first player (default: random).")
-@click.option(
-    "--key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default="salvo-referee.key",
-    show_default=True,
-    help="The referee's X25519 key (created 0600 on first run).",
-)
+@_key_file_option
 @click.option(
     "--state",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -165,9 +189,7 @@ def main() -> None:
     envvar="SALVO_TEAMS",
     help="Team registry (salvo teams add): admit only these teams, with their secret.",
 )
-@click.option(
-    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
-)
+@_log_level_option
 def referee(
     broker: str,
     username: str | None,
@@ -196,22 +218,14 @@ def referee(
     so a referee killed at any moment and started again with the same state
     file resumes the same game.
     """
-    from salvo import crypto
-    from salvo.engine import Config
     from salvo.referee import Referee, make_arenas
     from salvo.store import Store
 
     _setup_logging(log_level)
     target = _parse_broker(broker, username, password)
     prefixes = _arena_prefixes(prefix, arenas)
-    try:
-        config = Config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    try:
-        key = crypto.load_or_create_referee_key(key_file)
-    except (OSError, Exception) as exc:
-        raise LocalFileError(f"cannot use key file {key_file}: {exc}") from None
+    config = _config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns)
+    key = _referee_key(key_file)
     try:
         store = Store(state)
         games = make_arenas(prefixes, config, seed, key, store)
@@ -776,19 +790,12 @@ def teams_referee(passwd: Path, password: str | None) -> None:
     show_default=True,
     help="The referee journal of the arenas.",
 )
-@click.option(
-    "--key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default="salvo-referee.key",
-    show_default=True,
-)
+@_key_file_option
 @click.option("--placement-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True)
 @click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
 @click.option("--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True)
 @click.option("--client-id", default="salvo-tournament", show_default=True)
-@click.option(
-    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
-)
+@_log_level_option
 def tournament(
     broker: str,
     username: str | None,
@@ -815,8 +822,6 @@ def tournament(
     /tournament/standings; prints the final ranking. Killed and started
     again with the same files, it carries on.
     """
-    from salvo import crypto
-    from salvo.engine import Config
     from salvo.referee import Referee, make_arenas
     from salvo.store import Store
     from salvo.tournament import Director, State, ranking_text
@@ -836,10 +841,13 @@ def tournament(
     if rounds is None:
         rounds = (len(teams) - 1 + len(teams) % 2) if fmt == "round-robin" else 3
     plan = saved or State(fmt, rounds, teams)
-    config = Config(placement_timeout, turn_timeout, reset_after, 2, 2, 3)
-    key = crypto.load_or_create_referee_key(key_file)
-    store = Store(referee_state)
-    games = make_arenas(prefixes, config, None, key, store)
+    config = _config(placement_timeout, turn_timeout, reset_after, 2, 2, 3)
+    key = _referee_key(key_file)
+    try:
+        store = Store(referee_state)
+        games = make_arenas(prefixes, config, None, key, store)
+    except (OSError, sqlite3.Error) as exc:
+        raise LocalFileError(f"cannot use state file {referee_state}: {exc}") from None
     roster: dict[str, set[str]] = {p: set() for p in prefixes}
     for arena in games:
         p = arena.topics.prefix

@@ -143,7 +143,7 @@ class Publish:
     topic: str
     payload: str
     retain: bool
-    #: May be dropped when the broker cannot keep up (error reports under a
+    #: May be dropped by the adapter's rate cap (error reports under a
     #: flood); game state never is.
     expendable: bool = False
 

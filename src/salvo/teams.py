@@ -149,9 +149,6 @@ class Registry:
             self._reload()
             return dict(self._teams)
 
-    def __contains__(self, name: object) -> bool:
-        return name in self.teams
-
     def check_name(self, name: str) -> str | None:
         """Why ``name`` may not join (None: it may, if the secret is right)."""
         if name not in self.teams:

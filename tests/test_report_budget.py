@@ -1,0 +1,39 @@
+"""Error reports are capped per arena (a flood is not mirrored back); the
+game's own messages are never held by the cap. No broker needed: the runner
+is built but never connected."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from salvo import crypto
+from salvo.engine import Config, Publish
+from salvo.mqtt import Broker
+from salvo.referee import REPORTS_PER_S, ArenaRunner, make_arenas
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def publish(self, topic: str, payload: str, qos: int = 0, retain: bool = False) -> None:
+        self.sent.append(topic)
+
+
+def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path: Path) -> None:
+    now = [1000.0]
+    arena = make_arenas([""], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))[0]
+    runner = ArenaRunner(
+        arena, Broker.from_url("mqtt://127.0.0.1:1"), client_id="t", pool=ThreadPoolExecutor(1), clock=lambda: now[0]
+    )
+    out = FakeClient()
+    runner.out = out  # type: ignore[assignment]
+    report = Publish("/game/errors", "{}", False, expendable=True)
+    runner._execute([report] * (int(REPORTS_PER_S) + 50))
+    assert len(out.sent) == REPORTS_PER_S and runner.dropped_reports == 50
+    runner._execute([Publish("/game/state", "turn", True)] * 5)  # never capped
+    assert out.sent[-5:] == ["/game/state"] * 5
+    now[0] += 0.5  # half a second refills half the budget
+    runner._execute([report] * int(REPORTS_PER_S))
+    assert len(out.sent) == REPORTS_PER_S + 5 + REPORTS_PER_S // 2
