@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from salvo.conformance.harness import Recorder
 from salvo.mqtt import Broker
 from salvo.teams import add_team
 
-from mosquitto import ROOT, Mosquitto
+from mosquitto import ROOT, Mosquitto, free_port
 
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
@@ -110,3 +112,30 @@ def test_the_referee_container_command_runs_natively(tmp_path: Path) -> None:
         mosq.stop()
     assert proc.returncode == 0, out
     assert "admitting only the 1 teams" in out
+
+
+def test_the_spectate_container_command_serves_the_page() -> None:
+    svc = COMPOSE["services"]["spectate"]
+    args = list(svc["command"])
+    assert args[0] == "spectate" and args[args.index("--host") + 1] == "0.0.0.0"
+    port = args[args.index("--port") + 1]
+    assert f"{port}:{port}" in svc["ports"]
+    # No --broker-ws: the page dials the broker on its own host, which is the
+    # published websockets port of the mosquitto service.
+    assert "--broker-ws" not in args and "9001:9001" in COMPOSE["services"]["mosquitto"]["ports"]
+    free = str(free_port())
+    args[args.index("--port") + 1] = free
+    proc = subprocess.Popen([sys.executable, "-m", "salvo", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        body = b""
+        for _ in range(100):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{free}/", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert b"<title>salvo" in body and b"new Spectator(" in body
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=10)[0].decode()
+    assert proc.returncode == 0, out

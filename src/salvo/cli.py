@@ -881,3 +881,38 @@ def tournament(
         click.echo("stopped; start again with the same --state to carry on", err=True)
         raise SystemExit(ExitCode.FAILED)
     click.echo(ranking_text(rows))
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on (0.0.0.0: the whole venue).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--broker-ws",
+    envvar="SALVO_BROKER_WS",
+    help="The broker's websocket address as browsers reach it (default: ws://<page's host>:9001).",
+)
+@_log_level_option
+def spectate(host: str, port: int, broker_ws: str | None, log_level: str) -> None:
+    """Serve the live spectator page: arenas, turns, hits, sinks, winners, standings.
+
+    The page connects from the browser to the broker's websockets listener,
+    anonymously and read-only, and needs nothing from the internet. Put it
+    on the projector: one page shows every arena and the tournament table.
+    """
+    from salvo.spectate import SpectatorServer
+
+    _setup_logging(log_level)
+    if broker_ws and not broker_ws.startswith(("ws://", "wss://")):
+        raise click.BadParameter("must start with ws:// or wss://", param_hint="--broker-ws")
+    try:
+        server = SpectatorServer((host, port), broker_ws)
+    except OSError as exc:
+        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    click.echo(f"spectator page on {server.url} (broker: {broker_ws or 'ws://<page host>:9001'}); Ctrl-C stops")
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
