@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from salvo.engine import Config, Fire, Join, Phase, Place, Publish, Tick
+from salvo.engine import CloseLobby, Config, Fire, Join, Phase, Place, Publish, Tick
 from salvo.rules import FLEET, SHIP_IDS, Placement
 
 from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
@@ -546,3 +546,20 @@ def test_tick_is_idempotent_before_deadline() -> None:
     before = d.game.snapshot()
     assert d.ok(Tick(d.now)) == []
     assert d.game.snapshot() == before
+
+
+def test_the_organiser_closes_a_lobby_and_only_a_lobby() -> None:
+    d = Driver()
+    d.join("alice", "bob")
+    d.place("alice", ROWS)
+    effects = d.ok(CloseLobby("no-show: bob", d.now))
+    published = {p.topic: p.payload for p in effects}
+    for name in ("alice", "bob"):
+        report = json.loads(published[d.t.player_error(name)])
+        assert report["error"] == "lobby closed: no-show: bob" and report["kind"] == "illegal"
+    assert published[d.t.players_list] == "" and published[d.t.approved("alice", "carrier")] == ""
+    assert d.game.phase is Phase.LOBBY and d.game.players == {} and d.game.next_deadline() is None
+    assert d.game.retained == {d.t.state: "lobby"} and d.game.game_no == 2
+    # A game that has started is played out: the request changes nothing.
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    d.rejected(CloseLobby("too late", d.now), "game in progress")

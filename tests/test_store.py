@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
-from salvo.engine import Accepted, Config, Event, Fire, Phase
+from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase
 from salvo.protocol import Arena
 from salvo.referee import make_arenas
 from salvo.store import Store
@@ -152,3 +152,17 @@ def test_journal_export_and_replay(tmp_path: Path) -> None:
     out.write_text("".join(json.dumps(e) + "\n" for e in lines))
     bad = CliRunner().invoke(main, ["journal", "replay", str(out)])
     assert bad.exit_code == ExitCode.FAILED and "replayed signature" in bad.output
+
+
+def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (live,) = make_arenas(["x"], CONFIG, 5, key, store)
+    d = RecordingDriver(store, live, "x")
+    d.join("alice")
+    d.place("alice", ROWS)
+    d.ok(CloseLobby("no-show: bob", d.now))
+    d.join("carol")
+    again = resumed(store, "x", key)
+    assert again.game.snapshot() == live.game.snapshot()
+    assert list(again.game.players) == ["carol"] and again.game.game_no == 2

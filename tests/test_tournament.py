@@ -142,3 +142,134 @@ def test_a_simulated_evening(tmp_path: Path) -> None:
         assert ranking[1].split()[1] == table[0]["team"]  # printed = retained
     finally:
         mosq.stop()
+
+
+def test_a_tournament_roster_survives_the_registry(tmp_path: Path) -> None:
+    """The referee's registry check must not replace an arena's own admission
+    rule (the tournament's roster, which consults the registry itself)."""
+    from nacl.public import PrivateKey
+
+    from salvo.engine import Config
+    from salvo.referee import Referee, make_arenas
+    from salvo.teams import Registry
+
+    registry_path = tmp_path / "teams.json"
+    add_team(registry_path, tmp_path / "passwd", "ada")
+    registry = Registry(registry_path)
+    arenas = make_arenas(["a1", "a2"], Config(), 1, PrivateKey.generate())
+
+    def roster(name: str) -> str | None:
+        return registry.check_name(name) or (None if name == "bob" else f"{name} is not scheduled here")
+
+    arenas[0].admit = roster
+    Referee(arenas, Broker.from_url("mqtt://127.0.0.1:1"), registry=registry)
+    assert arenas[0].admit is roster and arenas[0].admit("ada") == "ada is not scheduled here"
+    assert arenas[1].admit is not None and arenas[1].admit("ada") is None
+    assert arenas[1].admit("eve")  # not registered
+
+
+def _director_cmd(mosq: Mosquitto, tmp_path: Path, registry: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "salvo",
+        "tournament",
+        "--broker",
+        mosq.url("referee"),
+        "--teams",
+        str(registry),
+        "--arenas",
+        "2",
+        "--state",
+        str(tmp_path / "tournament.json"),
+        "--referee-state",
+        str(tmp_path / "referee.db"),
+        "--key-file",
+        str(tmp_path / "referee.key"),
+        "--turn-timeout",
+        "5",
+        "--reset-after",
+        "0.5",
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+
+
+@pytest.mark.mqtt
+def test_a_no_show_and_a_director_killed_mid_game(tmp_path: Path) -> None:
+    """team4 never comes: its three games are forfeited to the opponents that
+    turned up. The director is killed with SIGKILL while a game runs and
+    started again: the game carries on in its arena, nothing is played twice."""
+    names = ["team1", "team2", "team3", "team4"]
+    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    cards = {n: add_team(registry, mosq.passwd, n) for n in names}
+    mosq.start()
+    try:
+        records: dict[str, list[GameRecord]] = {n: [] for n in names[:3]}
+        errors: dict[str, str] = {}
+
+        def team(name: str) -> None:
+            card = cards[name]
+            broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, card.mqtt_password)
+            try:
+                follow(broker, name, card.secret, lambda: make_strategy("random", name), on_game=records[name].append)
+            except Exception as exc:
+                errors[name] = repr(exc)
+
+        bots = [threading.Thread(target=team, args=(n,), daemon=True) for n in names[:3]]
+        for b in bots:
+            b.start()
+        cmd = _director_cmd(
+            mosq, tmp_path, registry, "--placement-timeout", "2", "--no-show-after", "9", "--log-level", "info"
+        )
+        watch = Recorder(Broker.from_url(mosq.url("referee")), ["/tournament/standings", "/+/game/state"])
+        first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            # Kill it while a game is on, after at least one result is in.
+            mark = watch.wait(
+                lambda m: m.topic == "/tournament/standings" and json.loads(m.payload)["games_played"] >= 1,
+                timeout=120,
+            )
+            watch.wait(
+                lambda m: m.topic.endswith("/game/state") and m.payload == b"turn",
+                after=watch.messages.index(mark),
+                timeout=60,
+            )
+        finally:
+            first.kill()
+            first.wait()
+        before = json.loads((tmp_path / "tournament.json").read_text())["results"]
+        log = tmp_path / "second.log"
+        with log.open("w") as err:
+            second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+            try:
+                out = second.communicate(timeout=180)[0]
+            except subprocess.TimeoutExpired:
+                second.kill()
+                second.wait()
+                raise AssertionError(f"the restarted director never finished:\n{log.read_text()[-5000:]}") from None
+        assert second.returncode == 0, log.read_text()[-3000:]
+        assert "carries on in arena" in log.read_text()  # the game cut short went on where it was
+        for b in bots:
+            b.join(60)
+        watch.close()
+        assert errors == {}, log.read_text()[-4000:]
+
+        results = json.loads((tmp_path / "tournament.json").read_text())["results"]
+        assert results[: len(before)] == before and len(before) < 6
+        assert sorted(tuple(sorted(r["players"])) for r in results) == sorted(itertools.combinations(names, 2))
+        for r in results:
+            if "team4" in r["players"]:
+                assert r["forfeited"] == ["team4"] and r["winner"] != "team4" and r["winner"] is not None
+            else:
+                assert r["forfeited"] == [] and r["stats"]
+        table = {row.split()[1]: row.split() for row in out.splitlines()[1:]}
+        assert table["team4"][2:7] == ["3", "0", "0", "3", "0"]  # played, W, D, L, points
+        for name in names[:3]:  # two real games each, recorded once by the team and the director
+            assert len(records[name]) == 2
+            won = sum(1 for r in results if r["winner"] == name)
+            assert int(table[name][3]) == won
+    finally:
+        mosq.stop()

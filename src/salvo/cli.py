@@ -794,6 +794,14 @@ def teams_referee(passwd: Path, password: str | None) -> None:
 @click.option("--placement-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True)
 @click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
 @click.option("--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True)
+@click.option(
+    "--no-show-after",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="Seconds after its assignment a game must have started, else it is forfeited by whoever "
+    "has no approved fleet (0: wait for ever). Longer than --placement-timeout.",
+)
 @click.option("--client-id", default="salvo-tournament", show_default=True)
 @_log_level_option
 def tournament(
@@ -810,6 +818,7 @@ def tournament(
     placement_timeout: float,
     turn_timeout: float,
     reset_after: float,
+    no_show_after: float,
     client_id: str,
     log_level: str,
 ) -> None:
@@ -819,8 +828,10 @@ def tournament(
     teams scheduled there; tells every team where to play on the retained
     /tournament/assignments/TEAM (salvo bot --tournament follows it); keeps
     the standings (wins, points, hits, accuracy) retained on
-    /tournament/standings; prints the final ranking. Killed and started
-    again with the same files, it carries on.
+    /tournament/standings; prints the final ranking. A game not started
+    --no-show-after seconds after its assignment is forfeited by the team(s)
+    without an approved fleet. Killed and started again with the same files,
+    it carries on.
     """
     from salvo.referee import Referee, make_arenas
     from salvo.store import Store
@@ -837,6 +848,11 @@ def tournament(
     if saved is not None and (saved.format != fmt or saved.teams != teams):
         raise SalvoError(
             f"{state} holds another tournament ({saved.format}, {len(saved.teams)} teams); use a new --state"
+        )
+    if no_show_after and no_show_after <= placement_timeout:
+        raise click.BadParameter(
+            f"must be longer than --placement-timeout ({placement_timeout:g}s): a slow placer is not a no-show",
+            param_hint="--no-show-after",
         )
     if rounds is None:
         rounds = (len(teams) - 1 + len(teams) % 2) if fmt == "round-robin" else 3
@@ -865,7 +881,15 @@ def tournament(
     if not service.wait_connected(30):
         service.stop()
         raise SalvoError(f"cannot reach the broker at {target.url}")
-    director = Director(broker=target, arenas=prefixes, state=plan, state_path=state, roster=roster)
+    director = Director(
+        broker=target,
+        arenas=prefixes,
+        state=plan,
+        state_path=state,
+        roster=roster,
+        close_lobby=service.close_lobby,
+        no_show_after=no_show_after or None,
+    )
     signal.signal(signal.SIGTERM, lambda *_: director.stop.set())
     rows = []
     try:

@@ -47,6 +47,9 @@ _KEYS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="salvo-key")
 EVENT_LOG = 5000
 #: A repeat join is a silent no-op; this long we listen for a "name taken".
 REPEAT_JOIN_GRACE_S = 1.0
+#: An unanswered participation request is sent again this often: a referee
+#: killed while deriving the key lost it (repeats of a join are harmless).
+JOIN_RESEND_S = 5.0
 #: How long a placement error waits for our own approval on the same ship.
 APPROVAL_GRACE_S = 0.5
 
@@ -67,6 +70,11 @@ class JoinRefused(SalvoError):
 
 class PlacementRefused(SalvoError):
     pass
+
+
+class LobbyClosed(SalvoError):
+    """The organiser sent everybody in the lobby away (a tournament game
+    whose opponent never came); no game was played."""
 
 
 @dataclass(frozen=True)
@@ -265,10 +273,12 @@ class SalvoClient:
         # A new join is answered by the list; a repeat (after a restart) only
         # by a refusal: if none comes within the grace and the (retained)
         # list names us, we are in.
-        if not self.wait_until(settled, repeat_grace) and not (
-            self.name in self.view.players or self.wait_until(settled, max(0.0, timeout - repeat_grace))
-        ):
-            raise TimeoutError("the referee did not answer the participation request")
+        end = time.monotonic() + timeout
+        if not self.wait_until(settled, repeat_grace) and self.name not in self.view.players:
+            while not self.wait_until(settled, max(0.0, min(JOIN_RESEND_S, end - time.monotonic()))):
+                if time.monotonic() >= end:
+                    raise TimeoutError("the referee did not answer the participation request")
+                self._publish(topic, request)
         for e in self._since(mark):
             if isinstance(e, ErrorReported) and e.report.topic == topic:
                 raise JoinRefused(e.report.error)
@@ -381,7 +391,8 @@ class SalvoClient:
     ) -> list[GameRecord]:
         """Play ``games`` games (None: forever), joining again after every
         reset. Picks up a game in progress this team is part of, e.g. after
-        a restart."""
+        a restart. Raises :class:`LobbyClosed` when the organiser closes the
+        lobby under this team."""
         records: list[GameRecord] = []
         finished = -1  # the game number of the last game played
         while games is None or len(records) < games:
@@ -395,7 +406,9 @@ class SalvoClient:
                     finished = self.view.game  # sit this game out
                     continue
                 self.place_fleet(strategy.place_fleet())
-                self.wait_until(lambda v: v.state != "lobby", None)
+                self.wait_until(lambda v: v.state != "lobby" or self.name not in v.players, None)
+                if self.view.state == "lobby":
+                    raise LobbyClosed("the lobby was closed before the game started")
             while (turn := self.wait_my_turn(turn_timeout)) is not None:
                 # The strategy thinks on a snapshot: messages keep flowing meanwhile.
                 with self._cond:

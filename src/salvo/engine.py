@@ -15,6 +15,7 @@ Rules this module enforces (spec sections 5-7):
   TURN          Tick past turn deadline            the salvo ends with what it has
   TURN          salvo ends, <= 1 player left       OVER
   OVER          Tick past reset deadline           LOBBY (a new game, nonces kept)
+  LOBBY         CloseLobby (the organiser)         players sent away, LOBBY empty
   any           anything else                      Rejected, state untouched
   ============  =================================  ===============================
 
@@ -132,7 +133,17 @@ class Configure:
     now: float
 
 
-Event = Join | Place | Fire | Tick | Configure
+@dataclass(frozen=True, slots=True)
+class CloseLobby:
+    """The organiser sends everybody in the lobby away (a tournament game
+    whose opponent never came). Only in the lobby: a game that has started
+    is played out."""
+
+    reason: str
+    now: float
+
+
+Event = Join | Place | Fire | Tick | Configure | CloseLobby
 
 
 # -- effects and results ----------------------------------------------------------
@@ -273,6 +284,8 @@ class Game:
                 summary = self._place(event, out)
             elif isinstance(event, Join):
                 summary = self._join(event, out)
+            elif isinstance(event, CloseLobby):
+                summary = self._close_lobby(event, out)
             else:
                 self.config = event.config
                 summary = f"settings now {event.config}"
@@ -322,6 +335,16 @@ class Game:
             self._pub(out, self.topics.approved(ev.name, ship), FALSE)
         self._pub_deadline(out, "placement", ev.now + self.config.placement_timeout)
         return f"{ev.name} joined ({len(self.players)} in lobby)"
+
+    def _close_lobby(self, ev: CloseLobby, out: list[Publish]) -> str:
+        if self.phase is not Phase.LOBBY:
+            raise Illegal(f"game in progress (state {self.phase.value}): it is played out")
+        names = list(self.players)
+        for name in names:
+            report = error_report(self.topics.request_participation, f"lobby closed: {ev.reason}", "illegal")
+            self._pub(out, self.topics.player_error(name), report, retain=False)
+        self._reset(out)
+        return f"lobby closed ({ev.reason}); sent away {names or 'nobody'}; game {self.game_no} opens"
 
     def check_place(self, name: str, ship: str) -> PlayerState:
         """The checks of a placement that need no plaintext: the protocol layer

@@ -27,7 +27,7 @@ from nacl.encoding import RawEncoder
 from nacl.public import PrivateKey
 
 from salvo import codec, crypto, wire
-from salvo.engine import Accepted, Config, Configure, Event, Fire, Game, Join, Place, Publish, Result, Tick
+from salvo.engine import Accepted, CloseLobby, Config, Configure, Event, Fire, Game, Join, Place, Publish, Result, Tick
 from salvo.errors import Illegal, Malformed, Rejection
 from salvo.topics import NAME_RE, Inbound, Route, name_error
 
@@ -112,6 +112,16 @@ class Arena:
         game_no = self.game.game_no
         self.game.handle(ev)
         return [Record(ev, game_no), Log(True, f"settings changed to {config}")]
+
+    def close_lobby(self, reason: str, now: float) -> list[Effect]:
+        """Send everybody in the lobby away; nothing (but a log line) once the
+        game has started."""
+        ev = CloseLobby(reason, now)
+        game_no = self.game.game_no
+        result = self.game.handle(ev)
+        if isinstance(result, Accepted):
+            return [Record(ev, game_no), *result.effects, Log(True, result.summary)]
+        return [Log(False, f"lobby not closed: {result.error}")]
 
     def on_message(self, topic: str, payload: bytes, now: float) -> list[Effect]:
         route = self.topics.parse_inbound(topic)

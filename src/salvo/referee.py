@@ -93,6 +93,13 @@ class _Fatal:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class _CloseLobby:
+    reason: str
+    done: threading.Event
+    closed: list[bool]
+
+
 _STOP: Final = object()
 
 
@@ -242,6 +249,13 @@ class ArenaRunner:
         self.client.loop_start()
         self._thread.start()
 
+    def close_lobby(self, reason: str, timeout: float = 10.0) -> bool:
+        """From any thread: send everybody in this arena's lobby away. True
+        when it was closed, False when a game had started (or no answer)."""
+        item = _CloseLobby(reason, threading.Event(), [])
+        self._queue.put(item)
+        return item.done.wait(timeout) and item.closed == [True]
+
     def request_stop(self) -> None:
         """Ask the arena thread to publish ``down``, disconnect and end."""
         self._queue.put(_STOP)
@@ -338,6 +352,11 @@ class ArenaRunner:
             else:
                 reason = str(exc) if isinstance(exc, TeamRefused) else f"join failed: {type(exc).__name__}"
                 self._execute(self.arena.on_key_failed(item.job, reason))
+        elif isinstance(item, _CloseLobby):
+            effects = self.arena.close_lobby(item.reason, now)
+            item.closed.append(any(isinstance(e, Record) for e in effects))
+            self._execute(effects)
+            item.done.set()
         elif isinstance(item, _Connected):
             log.info(
                 "[%s] connected to %s (session %s); publishing retained state",
@@ -423,7 +442,10 @@ class Referee:
     ) -> None:
         if registry is not None:
             for arena in arenas:
-                arena.admit = registry.check_name
+                # An arena with its own rule (a tournament's roster) keeps it:
+                # that rule consults the registry itself.
+                if arena.admit is None:
+                    arena.admit = registry.check_name
         # argon2id is CPU-bound and takes 64 MiB while it runs: one worker per
         # core is as fast as more, and bounds that memory (6 workers: 400 MB).
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="argon2")
@@ -447,6 +469,11 @@ class Referee:
     def wait_connected(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
         return all(r.connected.wait(max(0.0, end - time.monotonic())) for r in self.runners)
+
+    def close_lobby(self, prefix: str, reason: str) -> bool:
+        """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
+        runner = next(r for r in self.runners if r.arena.topics.prefix == prefix)
+        return runner.close_lobby(reason)
 
     def stop(self) -> None:
         for runner in self.runners:

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from salvo.engine import Config, Configure, Event, Fire, Join, Place, Tick
+from salvo.engine import CloseLobby, Config, Configure, Event, Fire, Join, Place, Tick
 from salvo.rules import Orientation, Placement
 
 SCHEMA = """
@@ -80,6 +80,8 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
         # Replays only compare keys for equality: an audit copy needs a digest, not the key.
         key = hashlib.sha256(ev.key).hexdigest() if redact_keys else ev.key.hex()
         return {"type": "join", "name": ev.name, "key": key, "redacted": redact_keys, "now": ev.now}
+    if isinstance(ev, CloseLobby):
+        return {"type": "close_lobby", "reason": ev.reason, "now": ev.now}
     return {"type": "configure", "config": asdict(ev.config), "now": ev.now}
 
 
@@ -94,6 +96,8 @@ def event_from_json(d: dict[str, Any]) -> Event:
         return Place(d["name"], d["ship"], Placement(d["x"], d["y"], Orientation(d["orientation"])), d["now"])
     if kind == "join":
         return Join(d["name"], bytes.fromhex(d["key"]), d["now"])
+    if kind == "close_lobby":
+        return CloseLobby(d["reason"], d["now"])
     if kind == "configure":
         return Configure(Config(**d["config"]), d["now"])
     raise ValueError(f"unknown event type {kind!r}")

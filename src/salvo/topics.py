@@ -214,6 +214,9 @@ class TournamentTopics:
     root: Final = "/tournament"
     standings: Final = "/tournament/standings"
     schedule: Final = "/tournament/schedule"
+    #: The director's own marker: once it comes back, every retained
+    #: message of its subscription has arrived (not retained).
+    marker: Final = "/tournament/marker"
 
     @staticmethod
     def assignment(team: str) -> str:
@@ -221,3 +224,8 @@ class TournamentTopics:
         if err := name_error(team):
             raise ValueError(err)
         return f"/tournament/assignments/{team}"
+
+    @staticmethod
+    def assignments() -> str:
+        """A filter for every team's assignment."""
+        return "/tournament/assignments/+"

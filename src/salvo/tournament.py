@@ -13,6 +13,11 @@ kept in a JSON state file, so a restarted director carries on where it was
 
 Scoring: a win is 2 points, a draw 1 each, a loss 0; ties in the table are
 broken by hits, then accuracy, then name.
+
+No-shows: a game that has not started ``no_show_after`` seconds after its
+assignment is forfeited. A team with its whole fleet approved by then wins
+it; a team without one loses it (both lose when neither has one). The arena's
+lobby is closed (everybody in it sent away) and the next game goes there.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 from salvo.conformance.harness import Recorder
 from salvo.mqtt import Broker
+from salvo.rules import SHIP_IDS
 from salvo.topics import Topics, TournamentTopics
 from salvo.wire import PlayerStats, StatsSummary
 
@@ -44,6 +50,8 @@ class GameResult:
     players: list[str]
     winner: str | None
     stats: dict[str, dict[str, Any]]
+    #: teams that lost by not turning up with a fleet (no game was played)
+    forfeited: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -53,6 +61,7 @@ class Row:
     wins: int = 0
     draws: int = 0
     losses: int = 0
+    forfeits: int = 0
     points: int = 0
     shots: int = 0
     hits: int = 0
@@ -74,7 +83,10 @@ def standings(teams: list[str], results: list[GameResult]) -> list[Row]:
             s = r.stats.get(name, {})
             row.shots += int(s.get("shots", 0))
             row.hits += int(s.get("hits", 0))
-            if r.winner is None:
+            if name in r.forfeited:
+                row.losses += 1
+                row.forfeits += 1
+            elif r.winner is None:
                 row.draws += 1
                 row.points += 1
             elif r.winner == name:
@@ -182,6 +194,8 @@ class Director:
         state: State,
         state_path: Path,
         roster: dict[str, set[str]],
+        close_lobby: Callable[[str, str], bool] | None = None,
+        no_show_after: float | None = None,
     ) -> None:
         self.broker = broker
         self.arenas = arenas
@@ -189,12 +203,16 @@ class Director:
         self.state_path = state_path
         #: arena -> the teams its lobby admits now (read by the arena threads)
         self.roster = roster
+        #: (arena, reason) -> True when the arena's lobby was closed, False when
+        #: its game had started after all; with ``no_show_after`` (seconds)
+        self.close_lobby = close_lobby
+        self.no_show_after = no_show_after
         self.stop = threading.Event()
         self._lock = threading.Lock()
-        filters = []
+        filters = [TournamentTopics.assignments(), TournamentTopics.marker]
         for a in arenas:
             t = Topics(a)
-            filters += [t.state, t.players_list, t.stats_summary, t.stats_player("+")]
+            filters += [t.state, t.players_list, t.stats_summary, t.stats_player("+"), t.approved("+", "+")]
         self.rec = Recorder(broker, filters, label="tournament")
 
     # -- publishing -------------------------------------------------------------------
@@ -229,13 +247,54 @@ class Director:
             if self.state.format == "swiss":
                 yield (round_no, ("", ""))  # a barrier, see run()
 
+    def _adopt(self) -> dict[str, tuple[int, tuple[str, str]]]:
+        """After a restart: games assigned before and not recorded yet go on
+        in their arenas (the referee resumed them from its journal)."""
+        token = os.urandom(8).hex()
+        self.rec.client.publish(TournamentTopics.marker, token, qos=1)
+        # Retained messages come before the marker: then every assignment is in.
+        self.rec.wait(lambda m: m.topic == TournamentTopics.marker and m.payload == token.encode(), timeout=10)
+        jobs: dict[str, dict[str, Any]] = {}
+        for team in self.state.teams:
+            msg = self.rec.latest(TournamentTopics.assignment(team))
+            try:
+                job = json.loads(msg.payload) if msg is not None and msg.payload else None
+            except ValueError:
+                continue
+            if isinstance(job, dict) and job.get("arena") in self.arenas and isinstance(job.get("round"), int):
+                jobs[team] = job
+        adopted: dict[str, tuple[int, tuple[str, str]]] = {}
+        for team, job in jobs.items():
+            other = jobs.get(str(job.get("opponent")), {})
+            round_no, arena = job["round"], job["arena"]
+            same = other.get("arena") == arena and other.get("round") == round_no and other.get("opponent") == team
+            scheduled = [p for p in self.state.schedule.get(str(round_no), []) if set(p) == {team, job["opponent"]}]
+            if same and scheduled and arena not in adopted:
+                pair = (scheduled[0][0], scheduled[0][1])
+                if not self.state.played(round_no, pair):
+                    adopted[arena] = (round_no, pair)
+                    log.info("round %d: %s vs %s carries on in arena %s", round_no, *pair, arena)
+        return adopted
+
     def run(self) -> list[Row]:
         self.publish_standings()
-        free = list(self.arenas)
         busy: dict[str, threading.Thread] = {}
+        adopted = self._adopt()
+        for arena, (round_no, pair) in adopted.items():
+            busy[arena] = threading.Thread(target=self.play, args=(arena, round_no, pair, True), daemon=True)
+            busy[arena].start()
+        going_on = {(r, frozenset(p)) for r, p in adopted.values()}
+        # Whatever else is retained there is from an earlier run or evening
+        # (a stale {"done": true} would send a team home at once).
+        for team in self.state.teams:
+            if not any(team in p for _r, p in adopted.values()):
+                self.rec.publish(TournamentTopics.assignment(team), "", retain=True)
+        free = [a for a in self.arenas if a not in adopted]
         for round_no, pair in self.games():
             if self.stop.is_set():
                 break
+            if (round_no, frozenset(pair)) in going_on:
+                continue
             if pair == ("", ""):
                 for t in list(busy.values()):
                     t.join()
@@ -257,32 +316,38 @@ class Director:
             self.publish(TournamentTopics.assignment(team), {"done": True})
         return self.publish_standings()
 
-    def play(self, arena: str, round_no: int, pair: tuple[str, str]) -> None:
+    def play(self, arena: str, round_no: int, pair: tuple[str, str], resumed: bool = False) -> None:
         watch = _ArenaWatch(self.rec, arena)
         t = watch.t
-        # The arena must be back in its lobby, empty, before the next pair is let in.
-        watch.wait(
-            lambda: watch.value(t.state) == b"lobby" and watch.value(t.players_list) in (None, b"", b"[]"), self.stop
-        )
+        if not resumed:
+            # The arena must be back in its lobby, empty, before the next pair is let in.
+            watch.wait(
+                lambda: watch.value(t.state) == b"lobby" and watch.value(t.players_list) in (None, b"", b"[]"),
+                self.stop,
+            )
         self.roster[arena] = set(pair)
-        for me, other in (pair, pair[::-1]):
-            self.publish(TournamentTopics.assignment(me), {"round": round_no, "arena": arena, "opponent": other})
-        log.info("round %d: %s vs %s in arena %s", round_no, pair[0], pair[1], arena)
+        if not resumed:
+            for me, other in (pair, pair[::-1]):
+                self.publish(TournamentTopics.assignment(me), {"round": round_no, "arena": arena, "opponent": other})
+            log.info("round %d: %s vs %s in arena %s", round_no, pair[0], pair[1], arena)
         summary_topic = t.stats_summary
 
         def finished() -> bool:
             raw = watch.value(summary_topic)
             return bool(raw) and all(watch.value(t.stats_player(p)) for p in pair)
 
+        if self.no_show_after is not None and self.close_lobby is not None:
+            started = watch.wait(lambda: watch.value(t.state) != b"lobby" or finished(), self.stop, self.no_show_after)
+            if self.stop.is_set():
+                return
+            if not started and self._forfeit(watch, arena, round_no, pair):
+                return
         if not watch.wait(finished, self.stop):
             return
         summary = StatsSummary.model_validate_json(watch.value(summary_topic) or b"")
         stats = {p: PlayerStats.model_validate_json(watch.value(t.stats_player(p)) or b"").model_dump() for p in pair}
         result = GameResult(round_no, arena, list(pair), summary.winner or None, stats)
-        with self._lock:
-            self.state.results.append(result)
-            self.state.save(self.state_path)
-            rows = self.publish_standings()
+        rows = self._record(result)
         self.roster[arena] = set()
         log.info(
             "round %d in %s: winner %s | leader %s (%d pts)",
@@ -294,6 +359,29 @@ class Director:
         )
         # Wait for the referee's reset so the next game here starts clean.
         watch.wait(lambda: watch.value(t.state) == b"lobby", self.stop)
+
+    def _record(self, result: GameResult) -> list[Row]:
+        with self._lock:
+            self.state.results.append(result)
+            self.state.save(self.state_path)
+            return self.publish_standings()
+
+    def _forfeit(self, watch: _ArenaWatch, arena: str, round_no: int, pair: tuple[str, str]) -> bool:
+        """The game never started: close the lobby and score a forfeit. False
+        when the game started at the last moment (it is then played out)."""
+        t = watch.t
+        ready = [p for p in pair if all(watch.value(t.approved(p, ship)) == b"true" for ship in SHIP_IDS)]
+        absent = [p for p in pair if p not in ready]
+        self.roster[arena] = set()  # nobody else gets in while it closes
+        reason = f"no-show: {' and '.join(absent)} not ready {self.no_show_after:g}s after the assignment"
+        assert self.close_lobby is not None
+        if not self.close_lobby(arena, reason):
+            self.roster[arena] = set(pair)
+            return False
+        winner = ready[0] if len(ready) == 1 else None
+        self._record(GameResult(round_no, arena, list(pair), winner, {}, forfeited=absent))
+        log.warning("round %d in %s: %s; winner %s", round_no, arena, reason, winner or "nobody")
+        return True
 
     def close(self) -> None:
         self.stop.set()
@@ -322,7 +410,7 @@ def follow(
 ) -> int:
     """Play wherever ``/tournament/assignments/<name>`` says, game after game,
     until it says done. Returns the number of games played."""
-    from salvo.client import SalvoClient
+    from salvo.client import JoinRefused, LobbyClosed, SalvoClient
 
     topic = TournamentTopics.assignment(name)
     rec = Recorder(broker, [topic], label=f"follow-{name}")
@@ -339,6 +427,10 @@ def follow(
             ).connect()
             try:
                 client.play(strategy_factory(), games=1, on_game=on_game)
+            except LobbyClosed:
+                log.warning("%s: the game in %s was called off (no-show); waiting for the next", name, job["arena"])
+            except JoinRefused as exc:  # e.g. came too late: the game was forfeited meanwhile
+                log.warning("%s: not admitted to %s: %s; waiting for the next", name, job["arena"], exc)
             finally:
                 client.close()
     finally:

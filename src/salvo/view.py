@@ -352,7 +352,11 @@ class Observer:
 
     def _list(self, text: str) -> GameEvent | None:
         if not text:
-            return None
+            if self.view.state != "lobby" or not self.view.players:
+                return None
+            # Cleared while in the lobby: the organiser closed it (no game ran).
+            self.view.players = []
+            return PlayersChanged(())
         self.view.players = parse_names(text)
         return PlayersChanged(tuple(self.view.players))
 
