@@ -1,0 +1,61 @@
+"""`salvo bench --quick` runs end to end and writes the figures. No timing is
+asserted here: the targets live in the bench's own table, not in the suite."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from salvo import perf
+from salvo.cli import main
+
+REQUIRED = [
+    "engine.ms_per_game",
+    "engine.ms_per_game_4p",
+    "engine.knockout_1024_s",
+    "e2e.shot_rtt_p50_ms",
+    "e2e.shot_rtt_p99_ms",
+    "e2e.echo_rtt_p50_ms",
+    "e2e.rtt_ratio_p50",
+    "e2e.shots_per_s",
+    "e2e.echo_msgs_per_s",
+    "e2e.throughput_ratio",
+    "join.burst_s",
+    "join.ideal_s",
+    "join.burst_ratio",
+    "join.other_p99_ms",
+    "memory.idle_rss_mb",
+    "memory.arenas10_rss_mb",
+    "memory.burst_peak_rss_mb",
+]
+
+
+@pytest.mark.mqtt
+def test_quick_bench_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench-results.json"
+    result = CliRunner().invoke(main, ["bench", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    for key in REQUIRED:
+        value = figures[key]
+        assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (key, value)
+    assert set(figures["targets_met"]) == set(perf.TARGETS)
+    assert figures["meta"]["quick"] is True and "engine.ms_per_game" in result.output
+
+
+def test_the_engine_games_are_whole_games() -> None:
+    """The engine bench plays real games to the end: a knockout of 8 needs
+    7 games and crowns one of its teams."""
+    champion, played = perf.knockout(8, seed=3)
+    assert played == 7 and champion.startswith("team")
+    assert perf.engine_game(random.Random(1), ["a", "b", "c", "d"]) in {"a", "b", "c", "d"}
+
+
+def test_bench_refuses_unknown_parts() -> None:
+    result = CliRunner().invoke(main, ["bench", "--only", "engine,gpu"])
+    assert result.exit_code == 2 and "gpu" in result.output
