@@ -30,10 +30,15 @@ def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path:
     out = FakeClient()
     runner.out = out  # type: ignore[assignment]
     report = Publish("/game/errors", "{}", False, expendable=True)
-    runner._execute([report] * (int(REPORTS_PER_S) + 50))
+
+    def execute(effects: list[Publish]) -> None:  # one batch of the arena thread
+        runner._execute(effects)
+        runner._flush()
+
+    execute([report] * (int(REPORTS_PER_S) + 50))
     assert len(out.sent) == REPORTS_PER_S and runner.dropped_reports == 50
-    runner._execute([Publish("/game/state", "turn", True)] * 5)  # never capped
+    execute([Publish("/game/state", "turn", True)] * 5)  # never capped
     assert out.sent[-5:] == ["/game/state"] * 5
     now[0] += 0.5  # half a second refills half the budget
-    runner._execute([report] * int(REPORTS_PER_S))
+    execute([report] * int(REPORTS_PER_S))
     assert len(out.sent) == REPORTS_PER_S + 5 + REPORTS_PER_S // 2

@@ -43,11 +43,11 @@ import enum
 import hmac
 import random
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from salvo.codec import dumps, error_report
 from salvo.errors import Illegal, Rejection
-from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Placement, cell, on_board, placement_error
+from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Placement, placement_error
 from salvo.topics import Topics
 
 TRUE: Final = "true"
@@ -106,10 +106,10 @@ class Place:
     now: float
 
 
-@dataclass(frozen=True, slots=True)
-class Fire:
+class Fire(NamedTuple):
     """A verified shot of the current player. ``nonce`` is the signature's
-    nonce for replay protection; None for in-memory play without signatures."""
+    nonce for replay protection; None for in-memory play without signatures.
+    (A NamedTuple: one is made per shot, and that is the hot path.)"""
 
     target: str
     x: int
@@ -149,8 +149,9 @@ Event = Join | Place | Fire | Tick | Configure | CloseLobby
 # -- effects and results ----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Publish:
+class Publish(NamedTuple):
+    # A NamedTuple, not a frozen dataclass: several are made per shot, and a
+    # frozen dataclass's __init__ costs four times as much.
     topic: str
     payload: str
     retain: bool
@@ -159,8 +160,7 @@ class Publish:
     expendable: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Accepted:
+class Accepted(NamedTuple):
     effects: list[Publish]
     summary: str
 
@@ -190,6 +190,8 @@ class PlayerState:
     missed: int = 0
     defeated_in_turn: int | None = None
     reason: str | None = None  # "sunk" | "timeout" once defeated
+    #: the name as a JSON string, for the payloads built on every turn
+    quoted: str = ""
 
     @property
     def complete(self) -> bool:
@@ -204,8 +206,7 @@ class PlayerState:
         return self.defeated_in_turn is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Shot:
+class Shot(NamedTuple):
     shooter: str
     target: str
     cell: int
@@ -305,7 +306,8 @@ class Game:
 
     def _pub_deadline(self, out: list[Publish], phase: str, at: float) -> None:
         self.deadline = at
-        self._pub(out, self.topics.deadline, dumps({"phase": phase, "at": round(at, 3)}))
+        # dumps({"phase": phase, "at": round(at, 3)}), spelled out: every turn has one.
+        self._pub(out, self.topics.deadline, f'{{"phase":"{phase}","at":{round(at, 3)!r}}}')
 
     def _pub_players(self, out: list[Publish], names: list[str]) -> None:
         self._pub(out, self.topics.players_list, dumps(names))
@@ -329,7 +331,7 @@ class Game:
             if not hmac.compare_digest(known.key, ev.key):
                 raise Illegal(f"name taken: {ev.name!r} already joined with another secret")
             return f"{ev.name} joined again (no-op)"
-        self.players[ev.name] = PlayerState(ev.name, ev.key)
+        self.players[ev.name] = PlayerState(ev.name, ev.key, quoted=dumps(ev.name))
         self._pub_players(out, list(self.players))
         for ship in SHIP_IDS:
             self._pub(out, self.topics.approved(ev.name, ship), FALSE)
@@ -417,7 +419,8 @@ class Game:
         self.allowed = self.players[name].afloat
         self.salvo = []
         self._pub_deadline(out, "turn", now + self.config.turn_timeout)
-        self._pub(out, self.topics.turn, dumps({"turn": self.turn, "player": name, "shots": self.allowed}))
+        quoted = self.players[name].quoted
+        self._pub(out, self.topics.turn, f'{{"turn":{self.turn},"player":{quoted},"shots":{self.allowed}}}')
         self._pub(out, self.topics.current, name)
 
     def _fire(self, ev: Fire, out: list[Publish]) -> str:
@@ -427,26 +430,28 @@ class Game:
             raise Illegal("replayed signature: this signature was already used")
         if ev.turn is not None and ev.turn != self.turn:
             raise Illegal(f"wrong turn: the message is for turn {ev.turn}, this is turn {self.turn}")
-        if not on_board(ev.x, ev.y):
-            raise Illegal(f"off the board: ({ev.x}, {ev.y}); x and y must be 0..{BOARD_SIZE - 1}")
+        x, y = ev.x, ev.y
+        if not (0 <= x < BOARD_SIZE and 0 <= y < BOARD_SIZE):  # rules.on_board, inlined: hot path
+            raise Illegal(f"off the board: ({x}, {y}); x and y must be 0..{BOARD_SIZE - 1}")
         target = self.players.get(ev.target)
         if target is None or ev.target not in self.order:
             raise Illegal(f"unknown target {ev.target!r}: not a player in this game")
-        if target.defeated:
+        if target.defeated_in_turn is not None:
             raise Illegal(f"target {ev.target!r} is already defeated")
         if ev.nonce is not None:
             self.used_nonces.add(ev.nonce)
-        c = cell(ev.x, ev.y)
+        c = y * BOARD_SIZE + x  # rules.cell
         ship = target.occupied.get(c)
         shooter = self.players[self.current]
         shooter.shots += 1
         if ship is not None:
             target.damage[ship].add(c)
             shooter.hits += 1
-        self.salvo.append(Shot(self.current, ev.target, c, ship is not None))
-        self._pub(out, self.topics.hit(ev.target), _HIT_PAYLOADS[c], retain=False)
-        summary = f"{self.current} fired at {ev.target} ({ev.x},{ev.y}) {len(self.salvo)}/{self.allowed}"
-        if len(self.salvo) >= self.allowed:
+        salvo = self.salvo
+        salvo.append(Shot(self.current, ev.target, c, ship is not None))
+        out.append(Publish(self.topics.hit(ev.target), _HIT_PAYLOADS[c], False))
+        summary = f"{self.current} fired at {ev.target} ({x},{y}) {len(salvo)}/{self.allowed}"
+        if len(salvo) >= self.allowed:
             summary += "; " + self._end_salvo(ev.now, out, timed_out=False)
         return summary
 
@@ -457,22 +462,26 @@ class Game:
         hits = sum(s.hit for s in self.salvo)
         # 1. hits and the salvo record
         self._pub(out, t.hits, str(hits), retain=False)
-        record = {"turn": self.turn, "player": self.current, "shots": len(self.salvo), "hits": hits}
-        self._pub(out, t.salvo, dumps(record))
+        record = f'{{"turn":{self.turn},"player":{shooter.quoted},"shots":{len(self.salvo)},"hits":{hits}}}'
+        self._pub(out, t.salvo, record)
         # 2. ships sunk in this salvo, owners in play order
-        for p in self.participants():
-            for ship in SHIP_IDS:
-                if ship not in p.sunk and len(p.damage[ship]) == FLEET[ship]:
-                    p.sunk.append(ship)
+        players = self.participants()
+        for p in players:
+            sunk = p.sunk
+            if len(sunk) == len(SHIP_IDS):
+                continue
+            for ship, damage in p.damage.items():  # SHIP_IDS order
+                if len(damage) == FLEET[ship] and ship not in sunk:
+                    sunk.append(ship)
                     if p is not shooter:
                         shooter.ships_sunk += 1
                     self._pub(out, t.sunk(p.name, ship), TRUE)
         # 3. defeats: fleets gone, or the shooter dropped for missed turns
         shooter.missed = shooter.missed + 1 if timed_out and not self.salvo else 0
-        for p in self.participants():
-            if p.defeated:
+        for p in players:
+            if p.defeated_in_turn is not None:
                 continue
-            if not p.afloat:
+            if len(p.sunk) == len(SHIP_IDS):
                 p.defeated_in_turn, p.reason = self.turn, "sunk"
             elif p is shooter and shooter.missed >= self.config.max_missed_turns:
                 p.defeated_in_turn, p.reason = self.turn, "timeout"
@@ -481,12 +490,14 @@ class Game:
             self._pub(out, t.defeated(p.name), TRUE)
         summary = f"salvo of {self.current} ends: {len(self.salvo)} shots, {hits} hits"
         # 4. next turn, or the end of the game
-        alive = self.alive()
+        alive = [p.name for p in players if p.defeated_in_turn is None]
         if len(alive) <= 1:
             self._game_over(alive[0] if alive else None, now, out)
             return summary + f"; game over, winner {self.winner or 'nobody'}"
+        # The next one after the shooter in play order who is still in.
         i = self.order.index(self.current)
-        nxt = next(n for n in self.order[i + 1 :] + self.order[: i + 1] if not self.players[n].defeated)
+        order = self.order
+        nxt = next(n for n in order[i + 1 :] + order[: i + 1] if n in alive)
         self._begin_turn(nxt, now, out)
         return summary
 

@@ -455,31 +455,42 @@ def shot_throughput(broker: Broker, arenas: int, seconds: float) -> float:
             hits = [0]
             counting = [False]
             shots = dict.fromkeys(prefixes, 0)
+            turns: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
 
             def on_message(topic: str, payload: bytes, _at: float) -> None:
+                # Network thread: count, hand turns to the firing thread (as a
+                # team's client would; publishing from inside paho's callback
+                # defers the writes to its next loop pass).
                 if topic.endswith("/hit"):
                     if counting[0]:
                         hits[0] += 1
-                    return
-                if not topic.endswith("/game/turn") or not payload:
-                    return
-                prefix = topic.split("/")[1]
-                table, info = tables[prefix], json.loads(payload)
-                me = info["player"]
-                other = next(x for x in table.names if x != me)
-                for _ in range(info["shots"]):
-                    probe.publish(table.t.fire(other), _fire_payload(table.keys[me], info["turn"], shots[prefix]))
-                    shots[prefix] += 1
+                elif topic.endswith("/game/turn") and payload:
+                    turns.put((topic.split("/")[1], payload))
+
+            def fire() -> None:
+                while (job := turns.get()) is not None:
+                    prefix, payload = job
+                    table, info = tables[prefix], json.loads(payload)
+                    me = info["player"]
+                    other = next(x for x in table.names if x != me)
+                    for _ in range(info["shots"]):
+                        probe.publish(table.t.fire(other), _fire_payload(table.keys[me], info["turn"], shots[prefix]))
+                        shots[prefix] += 1
 
             probe.on_message = on_message
+            firer = threading.Thread(target=fire, name="bench-fire", daemon=True)
+            firer.start()
             for table in tables.values():  # their first turns were announced already
-                on_message(table.t.turn, table.first, 0.0)
+                turns.put((table.prefix, table.first))
             time.sleep(min(1.0, seconds / 4))  # warm up
             counting[0] = True
             t0 = time.perf_counter()
             time.sleep(seconds)
             counting[0] = False
-            return hits[0] / (time.perf_counter() - t0)
+            rate = hits[0] / (time.perf_counter() - t0)
+            turns.put(None)
+            firer.join(5)
+            return rate
         finally:
             probe.close()
 

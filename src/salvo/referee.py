@@ -57,6 +57,9 @@ QOS0_BACKLOG: Final = 2_000
 #: onto /game/errors, and the broker's backlog to the referee would hold up
 #: the game's own messages. Reports over the budget are counted and logged.
 REPORTS_PER_S: Final = 200.0
+#: At most this many queued items are handled (and journaled) as one batch.
+BATCH_MAX: Final = 64
+
 #: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
 #: for a burst of shots and reports).
 MAX_INFLIGHT: Final = 20
@@ -65,7 +68,7 @@ MAX_INFLIGHT: Final = 20
 class Journal(Protocol):
     """Where accepted events are persisted (see :mod:`salvo.store`)."""
 
-    def record(self, arena: str, game_no: int, event: Event) -> None: ...
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,10 @@ class ArenaRunner:
         self.out.on_connect = self._on_out_connect
         self.out.max_inflight_messages_set(MAX_INFLIGHT)
         self.dropped_reports = 0
+        # The batch being worked through (see _run and _flush).
+        self._records: list[tuple[str, int, Event]] = []
+        self._outbox: list[Publish] = []
+        self._acks: list[tuple[int, int]] = []
         self._report_tokens = REPORTS_PER_S
         self._report_refill = clock()
 
@@ -280,16 +287,32 @@ class ArenaRunner:
                     item = self._queue.get(timeout=timeout)
                 except queue.Empty:
                     item = None
-                if item is _STOP:
-                    break
-                if isinstance(item, _Fatal):
-                    self.fatal = item.reason
-                    break
-                if item is not None:
+                # Whatever else is queued already joins this batch: its
+                # events are journaled in one commit before any of its
+                # publishes and acks go out (see _flush).
+                stop, batch = False, 0
+                while item is not None:
+                    if item is _STOP:
+                        stop = True
+                        break
+                    if isinstance(item, _Fatal):
+                        self.fatal, stop = item.reason, True
+                        break
                     self._dispatch(item)
+                    batch += 1
+                    if batch >= BATCH_MAX:
+                        break
+                    try:
+                        item = self._queue.get(timeout=0)
+                    except queue.Empty:
+                        item = None
+                self._flush()
+                if stop:
+                    break
                 now = self._clock()
                 if self._timer_due(self.arena.next_deadline(), now):
                     self._execute(self.arena.on_tick(now))
+                    self._flush()
         except Exception as exc:  # a bug: say so loudly, stop this arena
             log.exception("[%s] arena thread crashed", self.name)
             self.fatal = f"internal error: {exc!r}"
@@ -344,7 +367,7 @@ class ArenaRunner:
             else:
                 self._execute(self.arena.on_message(item.topic, item.payload, now))
             if item.qos > 0:
-                self.client.ack(item.mid, item.qos)
+                self._acks.append((item.mid, item.qos))
         elif isinstance(item, _KeyDone):
             exc = item.future.exception()
             if exc is None:
@@ -356,6 +379,7 @@ class ArenaRunner:
             effects = self.arena.close_lobby(item.reason, now)
             item.closed.append(any(isinstance(e, Record) for e in effects))
             self._execute(effects)
+            self._flush()
             item.done.set()
         elif isinstance(item, _Connected):
             log.info(
@@ -366,6 +390,7 @@ class ArenaRunner:
             )
             self._sweep()
             self._execute(list(self.arena.presence()))
+            self._flush()
             self._connected_at = self._clock()
             self.connected.set()
 
@@ -382,15 +407,28 @@ class ArenaRunner:
                             self.dropped_reports,
                         )
                     continue
-                self.out.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
+                self._outbox.append(effect)
             elif isinstance(effect, Record):
-                if self._journal is not None:
-                    self._journal.record(self.arena.topics.prefix, effect.game_no, effect.event)
+                self._records.append((self.arena.topics.prefix, effect.game_no, effect.event))
             elif isinstance(effect, DeriveKey):
                 future = self._pool.submit(_team_key, self._registry, effect.name, effect.secret)
                 future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
                 log.log(logging.INFO if effect.accepted else logging.WARNING, "[%s] %s", self.name, effect.text)
+
+    def _flush(self) -> None:
+        """Journal the batch's events, then publish its effects, then ack its
+        messages: nothing is announced or acknowledged before it is on disk."""
+        if self._records:
+            if self._journal is not None:
+                self._journal.record_many(self._records)
+            self._records.clear()
+        for effect in self._outbox:
+            self.out.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
+        self._outbox.clear()
+        for mid, qos in self._acks:
+            self.client.ack(mid, qos)
+        self._acks.clear()
 
     def _report_budget(self) -> bool:
         """Take a token for one error report, if the bucket has one."""

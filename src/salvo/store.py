@@ -153,13 +153,19 @@ class Store:
 
     def record(self, arena: str, game_no: int, event: Event) -> None:
         """Persist one accepted event (and its signature nonce) atomically."""
-        text = json.dumps(event_to_json(event), separators=(",", ":"))
+        self.record_many([(arena, game_no, event)])
+
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> None:
+        """Persist accepted events in one transaction (a group commit: one
+        commit's cost for a whole salvo that arrived at once)."""
+        rows = [(a, g, json.dumps(event_to_json(ev), separators=(",", ":"))) for a, g, ev in entries]
+        nonces = [(a, ev.nonce, g) for a, g, ev in entries if isinstance(ev, Fire) and ev.nonce is not None]
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.execute("INSERT INTO events (arena, game, event) VALUES (?, ?, ?)", (arena, game_no, text))
-                if isinstance(event, Fire) and event.nonce is not None:
-                    self._db.execute("INSERT OR IGNORE INTO nonces VALUES (?, ?, ?)", (arena, event.nonce, game_no))
+                self._db.executemany("INSERT INTO events (arena, game, event) VALUES (?, ?, ?)", rows)
+                if nonces:
+                    self._db.executemany("INSERT OR IGNORE INTO nonces VALUES (?, ?, ?)", nonces)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
