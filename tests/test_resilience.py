@@ -5,8 +5,6 @@ was down are applied; broker restarts are survived."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -22,6 +20,7 @@ from salvo.client import GameRecord, SalvoClient
 from salvo.engine import Config
 from salvo.mqtt import Broker
 from salvo.referee import Referee, make_arenas
+from salvo.stress import RefereeProcess
 
 from kit import ROWS
 from mosquitto import Mosquitto
@@ -33,54 +32,13 @@ SWEEP = [(x, y) for y in range(10) for x in range(10)]
 KILL_POINTS = ["mid_lobby", "mid_placement", "mid_salvo", "after_salvo", "during_over"]
 
 
-class RefereeProcess:
-    """`python -m salvo referee` with a fixed state file, key, seed and MQTT
-    client id, so a restart is the same referee."""
-
-    def __init__(self, broker: Mosquitto, prefix: str, workdir: Path) -> None:
-        self.args = [
-            sys.executable,
-            "-m",
-            "salvo",
-            "referee",
-            "--broker",
-            broker.url("referee"),
-            "--prefix",
-            prefix,
-            "--state",
-            str(workdir / "state.db"),
-            "--key-file",
-            str(workdir / "referee.key"),
-            "--seed",
-            "5",
-            "--client-id",
-            f"resilience-{prefix}",
-            "--placement-timeout",
-            "60",
-            "--turn-timeout",
-            "60",
-            "--reset-after",
-            "3",
-            "--log-level",
-            "warning",
-        ]
-        self.log = workdir / "referee.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.kills = 0
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()  # SIGKILL: no goodbye, no flush
-        assert self.proc.wait(10) == -9
-        self.kills += 1
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+def referee_process(broker: Mosquitto, prefix: str, workdir: Path) -> RefereeProcess:
+    """The same referee at every restart: fixed state file, key, seed and
+    MQTT client id."""
+    flags = ["--seed", "5", "--placement-timeout", "60", "--turn-timeout", "60", "--reset-after", "3"]
+    return RefereeProcess(
+        Broker.from_url(broker.url("referee")), [prefix], *flags, workdir=workdir, client_id=f"resilience-{prefix}"
+    )
 
 
 class ScriptedGame:
@@ -95,7 +53,7 @@ class ScriptedGame:
     def __init__(self, broker: Mosquitto, workdir: Path) -> None:
         self.prefix = self.PREFIX
         self.P = f"/{self.prefix}"
-        self.ref = RefereeProcess(broker, self.prefix, workdir)
+        self.ref = referee_process(broker, self.prefix, workdir)
         self.watch = Recorder(broker, "referee", [f"{self.P}/#"])
         self.teams = {n: Team(broker, self.prefix, n) for n in ("alice", "bob")}
         self.swept = dict.fromkeys(self.teams, 0)

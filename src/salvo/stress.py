@@ -37,8 +37,19 @@ def rss_mb(pid: int, field_name: str = "VmRSS") -> float:
 
 
 class RefereeProcess:
-    def __init__(self, broker: Broker, prefixes: list[str], *flags: str) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="salvo-stress-"))
+    """``python -m salvo referee`` as a subprocess for the given arenas.
+    With the same ``workdir`` and ``client_id`` a restart is the same referee
+    (state file, key, MQTT session); by default both are fresh."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        prefixes: list[str],
+        *flags: str,
+        workdir: Path | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        self.dir = workdir or Path(tempfile.mkdtemp(prefix="salvo-referee-"))
         self.broker = broker
         self.prefixes = prefixes
         self.args = [
@@ -53,20 +64,38 @@ class RefereeProcess:
             "--state",
             str(self.dir / "state.db"),
             "--key-file",
-            str(self.dir / "key"),
+            str(self.dir / "referee.key"),
             "--client-id",
-            f"stress-{os.urandom(3).hex()}",
+            client_id or f"stress-{os.urandom(3).hex()}",
             "--log-level",
             "warning",
             *flags,
         ]
         if broker.password:
             self.args += ["--password", broker.password]
+        self.log = self.dir / "referee.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no flush."""
+        assert self.proc is not None
+        self.proc.kill()
+        assert self.proc.wait(10) == -9, "the referee had ended before the kill"
+        self.kills += 1
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
 
     def __enter__(self) -> RefereeProcess:
-        watch = Recorder(self.broker, [Topics(p).server for p in self.prefixes], label="stress-watch")
-        self.proc = subprocess.Popen(self.args, stdout=(self.dir / "referee.log").open("wb"), stderr=subprocess.STDOUT)
+        """Start and wait until every arena says it is up."""
+        watch = Recorder(self.broker, [Topics(p).server for p in self.prefixes], label="referee-watch")
+        self.start()
         try:
             for p in self.prefixes:
                 watch.wait_for(Topics(p).server, "up", timeout=30)
@@ -80,9 +109,7 @@ class RefereeProcess:
         return self.proc.pid
 
     def __exit__(self, *_exc: object) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(15)
+        self.stop()
 
 
 errors: dict[str, str] = {}
