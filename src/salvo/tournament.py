@@ -175,13 +175,15 @@ class _ArenaWatch:
         return msg.payload if msg is not None else None
 
     def wait(self, pred: Callable[[], bool], stop: threading.Event, timeout: float | None = None) -> bool:
+        """Until ``pred()`` holds (True), ``stop`` is set or ``timeout`` passes
+        (False). Woken by every message; looks at ``stop`` twice a second."""
         end = None if timeout is None else time.monotonic() + timeout
         while not stop.is_set():
-            if pred():
+            left = 0.5 if end is None else min(0.5, end - time.monotonic())
+            if left <= 0:
+                return pred()
+            if self.rec.wait_until(pred, left):
                 return True
-            if end is not None and time.monotonic() > end:
-                return False
-            time.sleep(0.05)
         return False
 
 

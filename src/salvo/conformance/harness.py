@@ -49,6 +49,7 @@ class Recorder:
 
     def __init__(self, broker: Broker, filters: list[str] | tuple[str, ...] = (), label: str = "rec") -> None:
         self.messages: list[Msg] = []
+        self._latest: dict[str, Msg] = {}  # topic -> its last message
         self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
         self.broker = broker
         self._cond = threading.Condition()
@@ -83,7 +84,9 @@ class Recorder:
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         with self._cond:
-            self.messages.append(Msg(msg.topic, bytes(msg.payload), msg.retain, time.time()))
+            m = Msg(msg.topic, bytes(msg.payload), msg.retain, time.time())
+            self.messages.append(m)
+            self._latest[m.topic] = m
             self._cond.notify_all()
 
     def _on_publish(self, _c: paho.Client, _u: Any, mid: int, rc: Any, _p: Any) -> None:
@@ -133,8 +136,13 @@ class Recorder:
             return self.messages[after:]
 
     def latest(self, topic: str) -> Msg | None:
-        found = self.on(topic)
-        return found[-1] if found else None
+        with self._cond:
+            return self._latest.get(topic)
+
+    def wait_until(self, pred: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``pred()`` holds, looking again at every message."""
+        with self._cond:
+            return self._cond.wait_for(pred, timeout)
 
     def close(self) -> None:
         self.client.disconnect()
