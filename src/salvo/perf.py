@@ -17,6 +17,7 @@ Run as ``python -m salvo.perf echo URL IN OUT`` it is the echo peer.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import platform
 import queue
@@ -131,25 +132,46 @@ def bench_engine(res: Results, games: int, seed: int = 1) -> None:
         res.put(key.replace("ms_per_game", "games_per_s"), n / dt, 1)
 
 
-def knockout(teams: int, seed: int = 1) -> tuple[str, int]:
+def _knockout_game(job: tuple[str, str, str]) -> str:
+    """One knockout game; its own seed, so the result does not depend on
+    which process plays it."""
+    seed, a, b = job
+    return engine_game(random.Random(seed), [a, b]) or a
+
+
+def knockout(teams: int, seed: int = 1, workers: int = 1) -> tuple[str, int]:
     """A single-elimination knockout of ``teams`` (a power of two); the
-    champion and the number of games played."""
-    rng = random.Random(seed)
+    champion and the number of games played. A round's games are
+    independent: with ``workers`` > 1 they are shared out to processes."""
     field_ = [f"team{i}" for i in range(teams)]
-    played = 0
-    while len(field_) > 1:
-        nxt = []
-        for a, b in zip(field_[::2], field_[1::2], strict=True):
-            nxt.append(engine_game(rng, [a, b]) or a)
-            played += 1
-        field_ = nxt
+    played, round_no = 0, 0
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    try:
+        while len(field_) > 1:
+            round_no += 1
+            jobs = [(f"{seed}/{round_no}/{a}", a, b) for a, b in zip(field_[::2], field_[1::2], strict=True)]
+            if pool is not None and len(jobs) >= 2 * workers:
+                field_ = pool.map(_knockout_game, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
+            else:
+                field_ = [_knockout_game(j) for j in jobs]
+            played += len(jobs)
+    finally:
+        if pool is not None:
+            pool.terminate()
     return field_[0], played
 
 
 def bench_knockout(res: Results, teams: int) -> None:
+    """On one core, and on all of them (an organiser simulating a night
+    would use them all; the games of a round are independent)."""
     t0 = time.perf_counter()
-    _champion, played = knockout(teams)
+    champion, played = knockout(teams)
+    res.put(f"engine.knockout_{teams}_1core_s", time.perf_counter() - t0)
+    cores = os.cpu_count() or 1
+    t0 = time.perf_counter()
+    same, _ = knockout(teams, workers=cores)
     res.put(f"engine.knockout_{teams}_s", time.perf_counter() - t0)
+    assert same == champion, "the knockout must not depend on how it is shared out"
     res.meta[f"knockout_{teams}_games"] = played
 
 
@@ -621,10 +643,9 @@ def run(
         progress(f"engine: a {plan.knockout_teams}-team knockout")
         bench_knockout(res, plan.knockout_teams)
         if plan.knockout_teams != 1024:  # --quick: the full knockout, extrapolated from its games
-            res.put(
-                "engine.knockout_1024_s",
-                res.figures[f"engine.knockout_{plan.knockout_teams}_s"] * 1023 / (plan.knockout_teams - 1),
-            )
+            for suffix in ("s", "1core_s"):
+                part = res.figures[f"engine.knockout_{plan.knockout_teams}_{suffix}"]
+                res.put(f"engine.knockout_1024_{suffix}", part * 1023 / (plan.knockout_teams - 1))
     if not ({"e2e", "join", "memory"} & (only or {"e2e", "join", "memory"})):
         return res
     with contextmanager_or(broker) as target:
