@@ -134,7 +134,8 @@ def test_the_page_follows_a_live_game_in_chromium(
         first = watcher.wait(lambda m: m.topic.endswith("/game/turn")).json()["player"]
         other = next(n for n in fleets if n != first)
         _until(browser, "turn 1", lambda: f"Turn 1: {first} fires 5 shots" in _card_text(browser, prefix))
-        assert _text(browser, f'article[data-arena="{prefix}"] tr.current[data-player="{first}"]')
+        current = f'article[data-arena="{prefix}"] tr.current[data-player="{first}"]'
+        _until(browser, "the current player marked", lambda: _text(browser, current))  # /game/current comes after /turn
         SHOTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(SHOTS / "spectate-turn.png"))
 
@@ -208,6 +209,14 @@ def test_the_page_follows_a_live_game_in_chromium(
         top = _text(browser, "#standings tbody tr").split()
         assert top[:2] == ["1", first] and top[6] == "2" and top[-1] == "100.0%"
         browser.save_screenshot(str(SHOTS / "spectate-winner.png"))
+
+        # The broker restarts during the evening: the page reconnects by
+        # itself and shows the same (retained) state again.
+        assert browser.execute_script("return window.salvoConnections") == 1
+        broker.restart()
+        _until(browser, "a reconnection", lambda: browser.execute_script("return window.salvoConnections") == 2, 30)
+        _until(browser, "the winner again", lambda: f"Winner: {first}" in _card_text(browser, prefix))
+        _until(browser, "the standings again", lambda: "1 game played" in _text(browser, "#standings"))
     finally:
         server.shutdown()
         server.server_close()
