@@ -61,3 +61,14 @@ def test_the_engine_games_are_whole_games() -> None:
 def test_bench_refuses_unknown_parts() -> None:
     result = CliRunner().invoke(main, ["bench", "--only", "engine,gpu"])
     assert result.exit_code == 2 and "gpu" in result.output
+
+
+@pytest.mark.parametrize(("limit", "code"), [(1e9, 0), (0.0, 1)])
+def test_check_turns_a_missed_target_into_exit_code_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: float, code: int
+) -> None:
+    monkeypatch.setattr(perf, "TARGETS", {"engine.ms_per_game": (limit, "<=")})
+    args = ["bench", "--quick", "--only", "engine", "--check", "--out", str(tmp_path / "b.json")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == code, result.output
+    assert json.loads((tmp_path / "b.json").read_text())["targets_met"] == {"engine.ms_per_game": code == 0}

@@ -405,8 +405,9 @@ def demo(
     "--only",
     help="Comma-separated parts: engine, e2e, join, memory (default: all).",
 )
+@click.option("--check", is_flag=True, help="Exit with 1 when a measured figure misses its target (for CI gates).")
 @click.pass_context
-def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: str | None) -> None:
+def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: str | None, check: bool) -> None:
     """Measure the product the way its users feel it, beside the machine's limits.
 
     Engine games per second and a 1024-team knockout; a shot's round trip
@@ -453,6 +454,8 @@ def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: 
         table.add_row(key, f"{value:g}", f"{limit[1]} {limit[0]:g}" if limit else "", mark)
     Console().print(table)
     click.echo(f"wrote {out}")
+    if check and (missed := [k for k, ok in verdicts.items() if not ok]):
+        raise SalvoError(f"{len(missed)} target(s) missed: {', '.join(missed)}")
 
 
 @bench.command("strategies")
