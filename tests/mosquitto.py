@@ -10,12 +10,13 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import shutil
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from salvo.perf import free_port, mosquitto_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,21 +28,6 @@ USERS = {
     "dave": "dave-pw",
     "mallory": "mallory-pw",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def mosquitto_binary() -> str:
-    path = shutil.which("mosquitto") or next(
-        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.path.exists(p)), None
-    )
-    if path is None:
-        raise RuntimeError("mosquitto is not installed: apt-get install -y mosquitto (bash .ci/run does it)")
-    return path
 
 
 def write_passwords(path: Path, users: dict[str, str]) -> None:

@@ -63,7 +63,6 @@ def test_a_simulated_evening(tmp_path: Path) -> None:
     cards = {n: add_team(registry, mosq.passwd, n) for n in names}
     mosq.start()
     try:
-        referee = Broker.from_url(mosq.url("referee"))
         records: dict[str, list[GameRecord]] = {n: [] for n in names}
         errors: dict[str, str] = {}
 
@@ -86,36 +85,7 @@ def test_a_simulated_evening(tmp_path: Path) -> None:
             b.start()
         # The one command of the evening.
         director = subprocess.run(  # noqa: PLW1510 - the exit code is asserted below
-            [
-                sys.executable,
-                "-m",
-                "salvo",
-                "tournament",
-                "--broker",
-                referee.url,
-                "--password",
-                "referee-pw",
-                "--username",
-                "referee",
-                "--teams",
-                str(registry),
-                "--arenas",
-                "2",
-                "--state",
-                str(tmp_path / "tournament.json"),
-                "--referee-state",
-                str(tmp_path / "referee.db"),
-                "--key-file",
-                str(tmp_path / "referee.key"),
-                "--turn-timeout",
-                "5",
-                "--placement-timeout",
-                "20",
-                "--reset-after",
-                "0.5",
-                "--log-level",
-                "warning",
-            ],
+            _director_cmd(mosq, tmp_path, registry, "--placement-timeout", "20"),
             capture_output=True,
             text=True,
             timeout=600,
@@ -162,7 +132,7 @@ def test_a_tournament_roster_survives_the_registry(tmp_path: Path) -> None:
         return registry.check_name(name) or (None if name == "bob" else f"{name} is not scheduled here")
 
     arenas[0].admit = roster
-    Referee(arenas, Broker.from_url("mqtt://127.0.0.1:1"), registry=registry)
+    Referee(arenas, Broker.from_url("mqtt://127.0.0.1:1"), registry=registry).pool.shutdown()  # never started
     assert arenas[0].admit is roster and arenas[0].admit("ada") == "ada is not scheduled here"
     assert arenas[1].admit is not None and arenas[1].admit("ada") is None
     assert arenas[1].admit("eve")  # not registered

