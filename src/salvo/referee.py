@@ -2,15 +2,22 @@
 
 Threads, and why:
 
-* paho's network thread (``loop_start``) only hands messages off to a queue;
-  it never decrypts, parses or waits.
-* one *arena thread* per arena owns its :class:`~salvo.protocol.Arena`: it
-  takes messages from the queue one at a time, applies them, executes the
-  effects in order (persist, then publish) and then acknowledges the message
-  (manual QoS 1 acks: a message is acknowledged only once its outcome is
-  stored, so a crash makes the broker redeliver it). It also fires the timers.
+* one *arena thread* per arena drives that arena's two paho connections
+  itself (paho's external-loop API: ``select`` on their sockets, then
+  ``loop_read``/``loop_write``/``loop_misc``; no ``loop_start`` threads) and
+  owns its :class:`~salvo.protocol.Arena`. paho's callbacks, which run
+  inside ``loop_read``, only hand messages off to the arena's inbox; after
+  each read the thread applies what was handed off as one batch, executes
+  the effects in order (persist, then publish) and then acknowledges the
+  messages (manual QoS 1 acks: a message is acknowledged only once its
+  outcome is stored, so a crash makes the broker redeliver it). It also
+  fires the timers and reconnects with back-off. One thread instead of three
+  per arena: every hand-over between threads costs a GIL switch, and under
+  load those switches, not the game, were most of the referee's CPU (see
+  docs/performance.md).
 * a shared thread pool derives argon2id keys (70 ms, 64 MiB each; libsodium
-  releases the GIL), so joins never stall other messages.
+  releases the GIL), so joins never stall other messages; results come back
+  through a queue and a wake-up socket.
 
 Every arena has its own MQTT connection because the retained last will
 (``/game/server`` = ``down``) is per connection.
@@ -18,11 +25,13 @@ Every arena has its own MQTT connection because the retained last will
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import itertools
 import logging
 import os
 import queue
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -105,42 +114,43 @@ class _CloseLobby:
 
 _STOP: Final = object()
 
+#: Reconnect back-off: first retry after this, doubling up to RETRY_MAX_S.
+RETRY_MIN_S: Final = 1.0
+RETRY_MAX_S: Final = 30.0
+#: paho's keepalive and timeout bookkeeping (loop_misc) runs this often.
+MISC_EVERY_S: Final = 0.5
 
-class _Inbox:
-    """What the arena thread works through: control items and QoS >= 1
-    messages first (in order), then QoS 0 messages (in order), so a QoS 0
-    flood can neither delay the teams nor grow without bound."""
 
-    def __init__(self) -> None:
-        self._q: queue.PriorityQueue[tuple[int, int, object]] = queue.PriorityQueue()
-        self._seq = itertools.count()
-        self._low = 0
-        self._lock = threading.Lock()
+class _Link:
+    """One paho connection driven by the arena thread: when it may next try
+    to (re)connect, and how long it waits after a failed try."""
 
-    def put(self, item: object) -> None:
-        self._q.put((0, next(self._seq), item))
+    def __init__(self, client: paho.Client, role: str) -> None:
+        self.client = client
+        self.role = role
+        self.retry_at = 0.0
+        self.delay = 0.0
 
-    def put_low(self, item: object, limit: int) -> bool:
-        with self._lock:
-            if self._low >= limit:
-                return False
-            self._low += 1
-        self._q.put((1, next(self._seq), item))
-        return True
-
-    def get(self, timeout: float | None) -> object:
-        priority, _seq, item = self._q.get(timeout=timeout)
-        if priority:
-            with self._lock:
-                self._low -= 1
-        return item
-
-    def empty(self) -> bool:
-        return self._q.empty()
+    def connect_due(self, now: float, name: str, url: str) -> None:
+        """(Re)connect if the connection is down and its back-off is over.
+        Failures double the wait; a CONNACK accepted resets it (see
+        ArenaRunner._on_connect)."""
+        if self.client.socket() is not None or now < self.retry_at:
+            return
+        # Set before trying: a broker that accepts TCP and then refuses the
+        # CONNECT closes the socket, and must not be retried in a tight loop.
+        self.delay = min(max(RETRY_MIN_S, self.delay * 2), RETRY_MAX_S)
+        self.retry_at = now + self.delay
+        try:
+            self.client.reconnect()
+        except OSError as exc:
+            log.warning(
+                "[%s] cannot reach broker %s (%s): %s; retrying in %.0f s", name, url, self.role, exc, self.delay
+            )
 
 
 class ArenaRunner:
-    """One arena on one MQTT connection, driven by its own thread."""
+    """One arena on its MQTT connections, driven by its own thread."""
 
     def __init__(
         self,
@@ -162,7 +172,18 @@ class ArenaRunner:
         self._journal = journal
         self._clock = clock
         self._expiry = session_expiry_s
-        self._queue = _Inbox()
+        # The inbox. ``_high``/``_low`` are only touched by the arena thread
+        # (paho's callbacks run on it): control items and QoS >= 1 messages
+        # first, in order, then QoS 0 messages, so a QoS 0 flood can neither
+        # delay the teams nor grow without bound. Other threads (key
+        # derivations, close_lobby, stop) put into ``_control`` and wake the
+        # thread through a socket pair.
+        self._high: collections.deque[object] = collections.deque()
+        self._low: collections.deque[_Message] = collections.deque()
+        self._control: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._thread = threading.Thread(target=self._run, name=f"arena-{self.name}", daemon=True)
         self.connected = threading.Event()
         self.fatal: str | None = None
@@ -171,7 +192,7 @@ class ArenaRunner:
         # The start-up sweep of stale retained topics (see _sweep).
         self._sweeping = False
         self._stale: dict[str, bytes] = {}
-        self._swept = threading.Event()
+        self._swept = False
         self._sweep_token = b""
         self._ever_connected = False
         t = arena.topics
@@ -183,40 +204,43 @@ class ArenaRunner:
         # The connection that only publishes never has a backlog.
         self.client = new_client(broker, client_id, manual_ack=True, persistent=True)
         self.client.on_connect = self._on_connect
-        self.client.on_connect_fail = self._on_connect_fail
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
         self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"))
         self.out.on_connect = self._on_out_connect
         self.out.max_inflight_messages_set(MAX_INFLIGHT)
+        # ``out`` first: its last will guards everything ``client`` triggers.
+        self._links = (_Link(self.out, "publishing connection"), _Link(self.client, "connection"))
+        self._received = 0
+        self._misc_at = 0.0
         self.dropped_reports = 0
-        # The batch being worked through (see _run and _flush).
+        # The batch being worked through (see _work and _flush).
         self._records: list[tuple[str, int, Event]] = []
         self._outbox: list[Publish] = []
         self._acks: list[tuple[int, int]] = []
         self._report_tokens = REPORTS_PER_S
         self._report_refill = clock()
 
-    # -- paho callbacks: network thread, hand off only ------------------------------------
+    # -- paho callbacks: run inside loop_read on the arena thread; hand off only ------------
 
     def _on_connect(self, client: paho.Client, _u: Any, flags: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
             log.error("[%s] broker %s refused the connection: %s", self.name, self._broker.url, rc)
             if not self._ever_connected and rc.value in (0x86, 0x87, 0x8C):  # bad credentials, not authorized
-                self._queue.put(_Fatal(f"broker refused the connection: {rc}"))
+                self._high.append(_Fatal(f"broker refused the connection: {rc}"))
             return
         self._ever_connected = True
+        self._links[1].delay = 0.0
         client.subscribe([(f, 1) for f in self.arena.topics.inbound_filters])
-        self._queue.put(_Connected(bool(flags.session_present)))
+        self._high.append(_Connected(bool(flags.session_present)))
 
     def _on_out_connect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
             log.error("[%s] broker %s refused the publishing connection: %s", self.name, self._broker.url, rc)
             if rc.value in (0x86, 0x87, 0x8C):
-                self._queue.put(_Fatal(f"broker refused the connection: {rc}"))
-
-    def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
-        log.warning("[%s] cannot reach broker %s; retrying", self.name, self._broker.url)
+                self._high.append(_Fatal(f"broker refused the connection: {rc}"))
+            return
+        self._links[0].delay = 0.0
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         self.connected.clear()
@@ -224,6 +248,7 @@ class ArenaRunner:
             log.warning("[%s] lost the broker (%s); reconnecting", self.name, rc)
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        self._received += 1
         try:
             topic = msg.topic
         except UnicodeDecodeError:  # a broker should not let this through
@@ -231,36 +256,42 @@ class ArenaRunner:
         if self._sweeping:
             if topic == self.arena.topics.sweep:
                 if bytes(msg.payload) == self._sweep_token:
-                    self._swept.set()
+                    self._swept = True
                 return
             if msg.retain and self.arena.topics.parse_inbound(topic) is None:
                 self._stale[topic] = bytes(msg.payload)
                 return
-        if msg.qos == 0 and self.arena.topics.parse_inbound(topic) is None:
-            # Our own output, echoed by the sweep's subscription while it is
-            # being taken down: not addressed to us.
-            return
-        item = _Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain)
         if msg.qos == 0:
-            if not self._queue.put_low(item, QOS0_BACKLOG):
+            if self.arena.topics.parse_inbound(topic) is None:
+                # Our own output, echoed by the sweep's subscription while it
+                # is being taken down: not addressed to us.
+                return
+            if len(self._low) >= QOS0_BACKLOG:
                 self.dropped += 1
+                return
+            self._low.append(_Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
             return
-        self._queue.put(item)
+        self._high.append(_Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Only records where to connect: the arena thread connects.
         connect_async(self.out, self._broker)
-        self.out.loop_start()
         connect_async(self.client, self._broker, session_expiry_s=self._expiry)
-        self.client.loop_start()
         self._thread.start()
+
+    def _put(self, item: object) -> None:
+        """From any thread: queue a control item and wake the arena thread."""
+        self._control.put(item)
+        with contextlib.suppress(BlockingIOError, OSError):  # full: it is awake already
+            self._wake_w.send(b"!")
 
     def close_lobby(self, reason: str, timeout: float = 10.0) -> bool:
         """From any thread: send everybody in this arena's lobby away. True
         when it was closed, False when a game had started (or no answer)."""
         item = _CloseLobby(reason, Future())
-        self._queue.put(item)
+        self._put(item)
         try:
             return item.closed.result(timeout)
         except TimeoutError:
@@ -268,7 +299,7 @@ class ArenaRunner:
 
     def request_stop(self) -> None:
         """Ask the arena thread to publish ``down``, disconnect and end."""
-        self._queue.put(_STOP)
+        self._put(_STOP)
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -282,35 +313,20 @@ class ArenaRunner:
     def _run(self) -> None:
         try:
             while True:
+                mono = time.monotonic()
+                for link in self._links:
+                    link.connect_due(mono, self.name, self._broker.url)
                 deadline = self.arena.next_deadline()
                 now = self._clock()
-                # overdue but held (see _timer_due): look again shortly
-                timeout = None if deadline is None else max(0.1, deadline - now) if now >= deadline else deadline - now
-                try:
-                    item = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    item = None
-                # Whatever else is queued already joins this batch: its
-                # events are journaled in one commit before any of its
-                # publishes and acks go out (see _flush).
-                stop, batch = False, 0
-                while item is not None:
-                    if item is _STOP:
-                        stop = True
-                        break
-                    if isinstance(item, _Fatal):
-                        self.fatal, stop = item.reason, True
-                        break
-                    self._dispatch(item)
-                    batch += 1
-                    if batch >= BATCH_MAX:
-                        break
-                    try:
-                        item = self._queue.get(timeout=0)
-                    except queue.Empty:
-                        item = None
-                self._flush()
-                if stop:
+                if self._high or self._low:
+                    timeout = 0.0
+                elif deadline is None:
+                    timeout = MISC_EVERY_S  # keepalive and reconnect bookkeeping
+                else:
+                    # overdue but held (see _timer_due): look again shortly
+                    timeout = min(MISC_EVERY_S, max(0.1, deadline - now) if now >= deadline else deadline - now)
+                self._poll(timeout)
+                if self._work():
                     break
                 now = self._clock()
                 if self._timer_due(self.arena.next_deadline(), now):
@@ -322,6 +338,89 @@ class ArenaRunner:
         finally:
             self._shutdown()
 
+    def _poll(self, timeout: float) -> None:
+        """One pass of network I/O for both connections (what paho's own
+        loop does): wait up to ``timeout`` for a socket, read what arrived
+        (the callbacks fill the inbox), write what is queued, keep alive."""
+        rlist: list[Any] = [self._wake_r]
+        wlist: list[Any] = []
+        for link in self._links:
+            sock = link.client.socket()
+            if sock is None:
+                continue
+            rlist.append(sock)
+            if link.client.want_write():
+                wlist.append(sock)
+            if _pending(sock):
+                timeout = 0.0  # TLS: bytes already decrypted, select cannot see them
+        try:
+            readable, writable, _ = select.select(rlist, wlist, [], timeout)
+        except (OSError, ValueError):  # a socket closed between socket() and select
+            readable, writable = [], []
+        if self._wake_r in readable:
+            with contextlib.suppress(BlockingIOError):
+                self._wake_r.recv(4096)
+        while True:
+            try:
+                self._high.append(self._control.get_nowait())
+            except queue.Empty:
+                break
+        for link in self._links:
+            client = link.client
+            sock = client.socket()
+            if sock is None:
+                continue
+            if sock in readable or _pending(sock):
+                # loop_read takes one packet per call (more only while QoS
+                # messages are in flight): read on while messages arrive, so
+                # a salvo becomes one batch with one journal commit.
+                for _ in range(BATCH_MAX):
+                    before = self._received
+                    if client.loop_read() != paho.MQTT_ERR_SUCCESS or client.socket() is None:
+                        break
+                    if self._received == before:
+                        break
+            if client.socket() is not None and (sock in writable or client.want_write()):
+                client.loop_write()
+        mono = time.monotonic()
+        if mono >= self._misc_at:
+            self._misc_at = mono + MISC_EVERY_S
+            for link in self._links:
+                if link.client.socket() is not None:
+                    link.client.loop_misc()
+
+    def _pump(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Network I/O only (the inbox keeps what arrives) until ``done()``."""
+        end = time.monotonic() + timeout
+        while not done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self._poll(min(left, 0.1))
+        return True
+
+    def _work(self) -> bool:
+        """Apply what the inbox holds (up to BATCH_MAX items) as one batch:
+        its events are journaled in one commit before any of its publishes
+        and acks go out (see _flush). True when the thread is to stop."""
+        stop = False
+        for _ in range(BATCH_MAX):
+            if self._high:
+                item: object = self._high.popleft()
+            elif self._low:
+                item = self._low.popleft()
+            else:
+                break
+            if item is _STOP:
+                stop = True
+                break
+            if isinstance(item, _Fatal):
+                self.fatal, stop = item.reason, True
+                break
+            self._dispatch(item)
+        self._flush()
+        return stop
+
     def _sweep(self) -> None:
         """Clear retained game topics of this arena that the engine does not
         hold: left by an earlier referee without this state file, or by a
@@ -329,8 +428,7 @@ class ArenaRunner:
         of truth, and it says so before it announces itself 'up'."""
         t = self.arena.topics
         filters = [*t.retained_filters, t.sweep]
-        self._stale, self._sweeping = {}, True
-        self._swept.clear()
+        self._stale, self._sweeping, self._swept = {}, True, False
         self._sweep_token = os.urandom(8).hex().encode()
         # QoS 0: these messages are only looked at. At QoS 1 each would need
         # a (manual) ack, and unacked ones hold the broker's in-flight window
@@ -339,7 +437,7 @@ class ArenaRunner:
         # A broker delivers to one subscriber in order: once our marker comes
         # back, every retained message of the subscription has arrived.
         self.client.publish(t.sweep, self._sweep_token, qos=0)
-        if not self._swept.wait(10):
+        if not self._pump(lambda: self._swept or self.client.socket() is None, 10):
             log.warning("[%s] start-up sweep incomplete: no marker back from the broker", self.name)
         self._sweeping = False
         self.client.unsubscribe(filters)
@@ -358,7 +456,7 @@ class ArenaRunner:
             return False
         if not self.connected.is_set() or now < self._connected_at + TIMER_GRACE_S:
             return False
-        return self._queue.empty() or now >= deadline + TIMER_GRACE_S
+        return not (self._high or self._low) or now >= deadline + TIMER_GRACE_S
 
     def _dispatch(self, item: object) -> None:
         now = self._clock()
@@ -444,18 +542,26 @@ class ArenaRunner:
 
     def _key_callback(self, job: DeriveKey) -> Callable[[Future[bytes]], None]:
         # Runs on a pool thread: only hand the result back to the arena thread.
-        return lambda future: self._queue.put(_KeyDone(job, future))
+        return lambda future: self._put(_KeyDone(job, future))
 
     def _shutdown(self) -> None:
         if self.out.is_connected():
             # QoS 1 in order: once "down" is acknowledged, so is all before it.
             info = self.out.publish(self.arena.topics.server, "down", qos=1, retain=True)
             with contextlib.suppress(RuntimeError, ValueError):
-                info.wait_for_publish(timeout=2)
+                self._pump(lambda: info.is_published() or self.out.socket() is None, 2)
         for client in (self.client, self.out):
-            client.disconnect()
-            client.loop_stop()
+            if client.socket() is not None:
+                client.disconnect()  # written at once; paho then closes the socket
         self.connected.clear()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _pending(sock: Any) -> bool:
+    """Bytes a TLS socket has already decrypted, which select cannot see."""
+    pending = getattr(sock, "pending", None)
+    return pending is not None and pending() > 0
 
 
 def _team_key(registry: Registry | None, name: str, secret: str) -> bytes:

@@ -1,0 +1,67 @@
+"""The arena thread drives its own paho connections (no paho threads): it
+connects with back-off, serves a broker that comes up after it, and takes
+work handed over by other threads."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from pathlib import Path
+
+import paho.mqtt.client as paho
+
+from salvo import crypto
+from salvo.engine import Config
+from salvo.mqtt import Broker, connect_async, new_client
+from salvo.perf import free_port
+from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, _Link, make_arenas
+
+from mosquitto import Mosquitto
+from mqttkit import Recorder
+
+
+def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due() -> None:
+    broker = Broker.from_url(f"mqtt://127.0.0.1:{free_port()}")  # nothing listens there
+    client = new_client(broker, "backoff")
+    connect_async(client, broker)
+    tries: list[float] = []
+    real = client.reconnect
+
+    def counted() -> paho.MQTTErrorCode:
+        tries.append(now)
+        return real()
+
+    client.reconnect = counted  # type: ignore[method-assign]
+    link = _Link(client, "connection")
+    now = 0.0
+    while now < 200:
+        link.connect_due(now, "t", broker.url)
+        now += 0.25
+    gaps = [b - a for a, b in itertools.pairwise(tries)]
+    assert tries[0] == 0.0
+    assert gaps[:5] == [RETRY_MIN_S, 2 * RETRY_MIN_S, 4 * RETRY_MIN_S, 8 * RETRY_MIN_S, 16 * RETRY_MIN_S]
+    assert max(gaps) == RETRY_MAX_S and gaps[-1] == RETRY_MAX_S
+    assert client.socket() is None
+
+
+def test_a_referee_started_before_its_broker_connects_when_it_comes_up(tmp_path: Path) -> None:
+    mosq = Mosquitto(tmp_path / "late-broker")
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    arenas = make_arenas([prefix], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    ref = Referee(arenas, Broker.from_url(mosq.url("referee")), client_id=f"late-{prefix}")
+    ref.start()
+    try:
+        assert not ref.wait_connected(1.5)  # refused, retrying: compose may start us first
+        assert ref.fatal is None and not ref.any_stopped()
+        mosq.start()
+        assert ref.wait_connected(10), "did not connect once the broker came up"
+        rec = Recorder(mosq, "referee", [f"/{prefix}/#"])
+        try:
+            rec.wait_for(f"/{prefix}/game/server", "up", timeout=10)
+            # Work handed over from another thread reaches the arena thread.
+            assert ref.close_lobby(prefix, "testing the hand-over") is True
+        finally:
+            rec.close()
+    finally:
+        ref.stop()
+        mosq.stop()
