@@ -4,6 +4,7 @@ point is exactly the referee that was running."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -97,6 +98,27 @@ def test_signatures_stay_spent_across_games_and_restarts(tmp_path: Path) -> None
     again = resumed(store, "", key)
     assert nonce in again.game.used_nonces
     assert store.nonces("") == {nonce} | set(live.game.used_nonces)
+
+
+def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        """
+        CREATE TABLE arenas (prefix TEXT PRIMARY KEY, seed TEXT NOT NULL, config TEXT NOT NULL);
+        CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, arena TEXT NOT NULL,
+                             game INTEGER NOT NULL, event TEXT NOT NULL);
+        CREATE TABLE nonces (arena TEXT NOT NULL, nonce BLOB NOT NULL, game INTEGER NOT NULL,
+                             PRIMARY KEY (arena, nonce)) WITHOUT ROWID;
+        """
+    )
+    old.execute("INSERT INTO nonces VALUES ('', ?, 1)", (b"o" * 24,))
+    old.commit()
+    old.close()
+    store = Store(path)
+    store.record_many([("", 2, Fire("bob", 1, 1, None, b"m" * 24, 5.0))])
+    assert store.nonces("") == {b"o" * 24, b"m" * 24}
+    assert store.nonces("", before_game=2) == {b"o" * 24}
 
 
 def test_state_file_is_private(tmp_path: Path) -> None:
