@@ -357,18 +357,6 @@ def _echo(broker: Broker, label: str) -> Iterator[tuple[Probe, str, str]]:
         probe.close()
 
 
-def echo_rtt(broker: Broker, n: int) -> list[float]:
-    rtts = []
-    with _echo(broker, "echo-rtt") as (probe, inbound, outbound):
-        for _ in range(n):
-            t0 = time.perf_counter()
-            probe.publish(inbound, _ECHO_PAYLOAD)
-            # A late answer to a warm-up ping must not count as this one's.
-            _t, _p, at = probe.expect(lambda t, p: t == outbound and p == _ECHO_PAYLOAD)
-            rtts.append((at - t0) * 1000)
-    return rtts
-
-
 def echo_throughput(broker: Broker, n: int) -> float:
     got = [0]
     done = threading.Event()
@@ -432,21 +420,34 @@ def _fire_payload(key: bytes, turn: int, shot: int) -> str:
     return json.dumps(crypto.sign(key, {"x": x, "y": y, "turn": turn}))
 
 
-def shot_rtt(broker: Broker, n: int) -> list[float]:
-    """Fire ``n`` shots one at a time; each from publish to the target's
-    /hit. Returns the round trips (ms)."""
+def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
+    """``n`` shot round trips (a fire published -> the target's /hit) and
+    ``n`` echo round trips, alternating, so both see the same machine at
+    the same time: measured one batch after the other, the echo's p50 moved
+    by up to 30% between runs on a shared machine, and the ratio with it.
+    Each round trip starts when the previous one (of the other kind) has
+    come back. Returns (echo, shot) round trips in ms."""
     prefix = f"rtt{os.urandom(3).hex()}"
     keys = _keys(["rtt-a", "rtt-b"])
-    with RefereeProcess(broker, [prefix], "--turn-timeout", "600", "--placement-timeout", "600"):
+    with (
+        RefereeProcess(broker, [prefix], "--turn-timeout", "600", "--placement-timeout", "600"),
+        _echo(broker, "echo-rtt") as (echo, inbound, outbound),
+    ):
         t = Topics(prefix)
         probe = Probe(broker, [t.turn, t.players_count, t.hit("+")], "rtt")
         try:
             table = open_table(probe, prefix, keys)
-            rtts: list[float] = []
+            echoes: list[float] = []
+            shots: list[float] = []
             info = json.loads(table.first)
             left = info["shots"]
             shot = 0
-            while len(rtts) < n:
+            while len(shots) < n:
+                t0 = time.perf_counter()
+                echo.publish(inbound, _ECHO_PAYLOAD)
+                # A late answer to a warm-up ping must not count as this one's.
+                _t, _p, at = echo.expect(lambda tp, p: tp == outbound and p == _ECHO_PAYLOAD)
+                echoes.append((at - t0) * 1000)
                 me = info["player"]
                 other = next(x for x in table.names if x != me)
                 body = _fire_payload(keys[me], info["turn"], shot)
@@ -454,12 +455,12 @@ def shot_rtt(broker: Broker, n: int) -> list[float]:
                 t0 = time.perf_counter()
                 probe.publish(t.fire(other), body)
                 _t, _p, at = probe.expect_topic(t.hit(other))
-                rtts.append((at - t0) * 1000)
+                shots.append((at - t0) * 1000)
                 left -= 1
                 if left == 0:
                     info = json.loads(probe.expect_topic(t.turn)[1])
                     left = info["shots"]
-            return rtts
+            return echoes, shots
         finally:
             probe.close()
 
@@ -652,9 +653,8 @@ def run(
         return res  # nothing that needs a broker
     with contextmanager_or(broker) as target:
         if wanted("e2e"):
-            progress(f"e2e: {plan.rtt_shots} echo round trips, then {plan.rtt_shots} shots one by one")
-            echo = echo_rtt(target, plan.rtt_shots)
-            shots = shot_rtt(target, plan.rtt_shots)
+            progress(f"e2e: {plan.rtt_shots} shots one by one, each after an echo round trip")
+            echo, shots = rtt_pairs(target, plan.rtt_shots)
             res.put("e2e.echo_rtt_p50_ms", percentile(echo, 50))
             res.put("e2e.echo_rtt_p99_ms", percentile(echo, 99))
             res.put("e2e.shot_rtt_p50_ms", percentile(shots, 50))
