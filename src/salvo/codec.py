@@ -63,13 +63,18 @@ def decode_text(payload: bytes, what: str = "payload") -> str:
         raise Malformed(f"{what} is not UTF-8") from None
 
 
+#: json.loads with hooks builds a decoder per call; one shared is the same
+#: parser (decode keeps no state between calls) without that cost per message.
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+
+
 def loads(payload: bytes | str, what: str = "payload") -> Any:
     """Parse one JSON value from untrusted bytes, or raise Malformed."""
     raw = decode_text(payload, what) if isinstance(payload, bytes) else payload
     if not _depth_ok(raw):
         raise Malformed(f"invalid JSON: {what} nested deeper than {MAX_DEPTH}")
     try:
-        return json.loads(raw, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        return _DECODER.decode(raw)
     except Malformed:
         raise
     except (ValueError, RecursionError) as exc:

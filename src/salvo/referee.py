@@ -358,13 +358,12 @@ class ArenaRunner:
         except (OSError, ValueError):  # a socket closed between socket() and select
             readable, writable = [], []
         if self._wake_r in readable:
+            # Items are put before the wake-up byte is sent: one put after
+            # this drain leaves its byte for the next select.
             with contextlib.suppress(BlockingIOError):
                 self._wake_r.recv(4096)
-        while True:
-            try:
+            while not self._control.empty():
                 self._high.append(self._control.get_nowait())
-            except queue.Empty:
-                break
         for link in self._links:
             client = link.client
             sock = client.socket()
@@ -682,7 +681,7 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config], referee_key: P
     seed, created_with = known
     game_no, events = store.current_game(prefix)
     config = store.config_before(prefix, game_no) or created_with
-    # Earlier games' nonces from their table; this game's come back with its events.
+    # Earlier games' nonces from the journal; this game's come back with its events.
     game = Game(config, Topics(prefix), seed, game_no=game_no, used_nonces=store.nonces(prefix, before_game=game_no))
     for event in events:
         result = game.handle(event)
