@@ -57,8 +57,11 @@ class Placement:
     orientation: Orientation
 
     def cells(self, length: int) -> tuple[int, ...]:
-        dx, dy = (1, 0) if self.orientation is Orientation.HORIZONTAL else (0, 1)
-        return tuple(cell(self.x + i * dx, self.y + i * dy) for i in range(length))
+        # cell() is linear in x and y: the cells are an arithmetic progression
+        # (a range, not a generator of cell() calls: random fleets call this a lot).
+        step = 1 if self.orientation is Orientation.HORIZONTAL else BOARD_SIZE
+        start = self.y * BOARD_SIZE + self.x
+        return tuple(range(start, start + length * step, step))
 
     def fits(self, length: int) -> bool:
         dx, dy = (1, 0) if self.orientation is Orientation.HORIZONTAL else (0, 1)
