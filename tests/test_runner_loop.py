@@ -17,7 +17,7 @@ from salvo.perf import free_port
 from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, _Link, make_arenas
 
 from mosquitto import Mosquitto
-from mqttkit import Recorder
+from mqttkit import Recorder, wait_until
 
 
 def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due() -> None:
@@ -55,6 +55,8 @@ def test_a_referee_started_before_its_broker_connects_when_it_comes_up(tmp_path:
         assert ref.fatal is None and not ref.any_stopped()
         mosq.start()
         assert ref.wait_connected(10), "did not connect once the broker came up"
+        # connected: the next outage starts its back-off from the beginning again
+        wait_until(lambda: all(link.delay == 0 for link in ref.runners[0]._links), 5, "back-off reset")
         rec = Recorder(mosq, "referee", [f"/{prefix}/#"])
         try:
             rec.wait_for(f"/{prefix}/game/server", "up", timeout=10)

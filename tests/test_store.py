@@ -46,16 +46,21 @@ def resumed(store: Store, prefix: str, key: PrivateKey, config: Config = CONFIG)
     return arena
 
 
-def test_resume_at_every_event_equals_the_running_referee(tmp_path: Path) -> None:
+def recording(tmp_path: Path, prefix: str, seed: int) -> tuple[Store, PrivateKey, RecordingDriver]:
+    """A new state file with one new arena in it, driven and journaled."""
     store = Store(tmp_path / "state.db")
     key = PrivateKey.generate()
-    (live,) = make_arenas(["a"], CONFIG, 11, key, store)
-    d = RecordingDriver(store, live, "a")
+    (live,) = make_arenas([prefix], CONFIG, seed, key, store)
+    return store, key, RecordingDriver(store, live, prefix)
+
+
+def test_resume_at_every_event_equals_the_running_referee(tmp_path: Path) -> None:
+    store, key, d = recording(tmp_path, "a", 11)
     snapshots = 0
 
     def check() -> None:
         nonlocal snapshots
-        assert resumed(store, "a", key).game.snapshot() == live.game.snapshot()
+        assert resumed(store, "a", key).game.snapshot() == d.game.snapshot()
         snapshots += 1
 
     d.join("alice", "bob")
@@ -88,16 +93,13 @@ def test_resume_at_every_event_equals_the_running_referee(tmp_path: Path) -> Non
 
 
 def test_signatures_stay_spent_across_games_and_restarts(tmp_path: Path) -> None:
-    store = Store(tmp_path / "state.db")
-    key = PrivateKey.generate()
-    (live,) = make_arenas([""], CONFIG, 3, key, store)
-    d = RecordingDriver(store, live, "")
+    store, key, d = recording(tmp_path, "", 3)
     d.start({"alice": ROWS, "bob": COLUMNS})
     nonce = b"n" * 24
     d.ok(Fire("bob" if d.cur == "alice" else "alice", 9, 9, None, nonce, d.now))
     again = resumed(store, "", key)
     assert nonce in again.game.used_nonces
-    assert store.nonces("") == {nonce} | set(live.game.used_nonces)
+    assert store.nonces("") == {nonce} | set(d.game.used_nonces)
 
 
 def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Path) -> None:
@@ -128,10 +130,7 @@ def test_state_file_is_private(tmp_path: Path) -> None:
 
 
 def test_new_settings_are_journaled_and_replayed(tmp_path: Path) -> None:
-    store = Store(tmp_path / "state.db")
-    key = PrivateKey.generate()
-    (live,) = make_arenas(["x"], CONFIG, 5, key, store)
-    d = RecordingDriver(store, live, "x")
+    store, key, d = recording(tmp_path, "x", 5)
     d.join("alice")
     faster = Config(placement_timeout=5, turn_timeout=2, reset_after=1)
     restarted = resumed(store, "x", key, faster)
@@ -147,11 +146,8 @@ def test_new_settings_are_journaled_and_replayed(tmp_path: Path) -> None:
 
 
 def test_journal_export_and_replay(tmp_path: Path) -> None:
-    state = tmp_path / "state.db"
-    store = Store(state)
-    key = PrivateKey.generate()
-    (live,) = make_arenas(["p"], CONFIG, 9, key, store)
-    d = RecordingDriver(store, live, "p")
+    store, _key, d = recording(tmp_path, "p", 9)
+    state = store.path
     d.start({"alice": ROWS, "bob": COLUMNS})
     winner = d.cur
     d.wear_down("bob" if winner == "alice" else "alice", all_cells(COLUMNS if winner == "alice" else ROWS), winner)
@@ -177,14 +173,11 @@ def test_journal_export_and_replay(tmp_path: Path) -> None:
 
 
 def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
-    store = Store(tmp_path / "state.db")
-    key = PrivateKey.generate()
-    (live,) = make_arenas(["x"], CONFIG, 5, key, store)
-    d = RecordingDriver(store, live, "x")
+    store, key, d = recording(tmp_path, "x", 5)
     d.join("alice")
     d.place("alice", ROWS)
     d.ok(CloseLobby("no-show: bob", d.now))
     d.join("carol")
     again = resumed(store, "x", key)
-    assert again.game.snapshot() == live.game.snapshot()
+    assert again.game.snapshot() == d.game.snapshot()
     assert list(again.game.players) == ["carol"] and again.game.game_no == 2

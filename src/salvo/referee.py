@@ -133,9 +133,12 @@ class _Link:
 
     def connect_due(self, now: float, name: str, url: str) -> None:
         """(Re)connect if the connection is down and its back-off is over.
-        Failures double the wait; a CONNACK accepted resets it (see
-        ArenaRunner._on_connect)."""
-        if self.client.socket() is not None or now < self.retry_at:
+        Failures double the wait; an accepted CONNACK resets it."""
+        if self.client.socket() is not None:
+            if self.client.is_connected():
+                self.delay = 0.0
+            return
+        if now < self.retry_at:
             return
         # Set before trying: a broker that accepts TCP and then refuses the
         # CONNECT closes the socket, and must not be retried in a tight loop.
@@ -230,7 +233,6 @@ class ArenaRunner:
                 self._high.append(_Fatal(f"broker refused the connection: {rc}"))
             return
         self._ever_connected = True
-        self._links[1].delay = 0.0
         client.subscribe([(f, 1) for f in self.arena.topics.inbound_filters])
         self._high.append(_Connected(bool(flags.session_present)))
 
@@ -239,8 +241,6 @@ class ArenaRunner:
             log.error("[%s] broker %s refused the publishing connection: %s", self.name, self._broker.url, rc)
             if rc.value in (0x86, 0x87, 0x8C):
                 self._high.append(_Fatal(f"broker refused the connection: {rc}"))
-            return
-        self._links[0].delay = 0.0
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         self.connected.clear()

@@ -201,17 +201,14 @@ class Store:
 
     def nonces(self, arena: str, before_game: int | None = None) -> set[bytes]:
         """Nonces of accepted signatures (of games before ``before_game``)."""
-        query = "SELECT nonce FROM events WHERE arena = ? AND nonce IS NOT NULL"
+        where = "arena = ? AND nonce IS NOT NULL"
         args: list[object] = [arena]
         if before_game is not None:
-            query += " AND game < ?"
+            where += " AND game < ?"
             args.append(before_game)
-        legacy = query.replace("events", "nonces").replace(" AND nonce IS NOT NULL", "")
+        tables = ("events", "nonces") if self._legacy_nonces else ("events",)
         with self._lock:
-            found = {bytes(r[0]) for r in self._db.execute(query, args)}
-            if self._legacy_nonces:
-                found |= {bytes(r[0]) for r in self._db.execute(legacy, args)}
-        return found
+            return {bytes(r[0]) for t in tables for r in self._db.execute(f"SELECT nonce FROM {t} WHERE {where}", args)}
 
     def games(self, arena: str) -> list[tuple[int, int]]:
         """(game number, number of events) of every game in the journal."""
