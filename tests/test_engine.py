@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 
 import pytest
 
 from salvo.engine import CloseLobby, Config, Fire, Join, Phase, Place, Publish, Tick
-from salvo.rules import FLEET, SHIP_IDS, Placement
+from salvo.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
 
 from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
 
@@ -129,6 +130,24 @@ def test_ships_may_touch() -> None:
     d.ok(Place("a", "carrier", Placement(0, 0, H), d.now))
     d.ok(Place("a", "battleship", Placement(0, 1, H), d.now))
     d.ok(Place("a", "destroyer", Placement(5, 0, H), d.now))
+
+
+def test_a_placements_bits_are_its_cells() -> None:
+    """Overlap checks and random fleets use the bits; the rules are stated in cells."""
+    for x, y, o, length in itertools.product(range(10), range(10), (H, V), sorted(set(FLEET.values()))):
+        p = Placement(x, y, o)
+        if p.fits(length):
+            assert p.mask(length) == sum(1 << c for c in p.cells(length)), p
+
+
+def test_random_fleets_are_legal_and_cover_the_board() -> None:
+    rng = random.Random(7)
+    fleets = [random_fleet(rng) for _ in range(400)]
+    assert all(fleet_is_legal(f) for f in fleets)
+    covered = {c for f in fleets for s, p in f.items() for c in p.cells(FLEET[s])}
+    assert covered == set(range(100))
+    for ship in SHIP_IDS:  # both ways round, for every ship
+        assert {f[ship].orientation for f in fleets} == {H, V}
 
 
 def test_replacing_an_approved_ship_moves_it() -> None:
@@ -417,6 +436,7 @@ def test_draw_when_nobody_is_left() -> None:
     for name in (me, them):
         for ship in SHIP_IDS:
             d.game.players[name].damage[ship] = set(fleet_of(name)[ship].cells(FLEET[ship]))
+    d.game.sank = True  # as _fire sets it when a shot completes a ship's damage
     out = d.tick(30)  # the turn times out; the salvo ends; both fleets sink
     assert d.game.phase is Phase.OVER
     assert d.game.winner is None

@@ -48,6 +48,10 @@ def on_board(x: int, y: int) -> bool:
     return 0 <= x < BOARD_SIZE and 0 <= y < BOARD_SIZE
 
 
+#: The bits of a vertical ship of each length with its top at cell 0.
+_VERTICAL_MASKS: Final = {n: sum(1 << (i * BOARD_SIZE) for i in range(n)) for n in set(FLEET.values())}
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where one ship lies: its top-left cell and its orientation."""
@@ -62,6 +66,13 @@ class Placement:
         step = 1 if self.orientation is Orientation.HORIZONTAL else BOARD_SIZE
         start = self.y * BOARD_SIZE + self.x
         return tuple(range(start, start + length * step, step))
+
+    def mask(self, length: int) -> int:
+        """The cells as bits (bit ``c`` for cell ``c``): overlap is one ``&``."""
+        start = self.y * BOARD_SIZE + self.x
+        if self.orientation is Orientation.HORIZONTAL:
+            return ((1 << length) - 1) << start
+        return _VERTICAL_MASKS[length] << start
 
     def fits(self, length: int) -> bool:
         dx, dy = (1, 0) if self.orientation is Orientation.HORIZONTAL else (0, 1)
@@ -86,9 +97,9 @@ def placement_error(fleet: dict[str, Placement], ship: str, placement: Placement
             f"off the board: {ship} (length {length}) at {placement.describe()} "
             f"does not fit on the {BOARD_SIZE}x{BOARD_SIZE} board"
         )
-    wanted = set(placement.cells(length))
+    wanted = placement.mask(length)
     for other, where in fleet.items():
-        if other != ship and wanted.intersection(where.cells(FLEET[other])):
+        if other != ship and wanted & where.mask(FLEET[other]):
             return f"overlap: {ship} at {placement.describe()} overlaps your {other}"
     return None
 
@@ -100,15 +111,29 @@ def fleet_is_legal(fleet: dict[str, Placement]) -> bool:
     return all(placement_error(fleet, ship, p) is None for ship, p in fleet.items())
 
 
+def _spots(length: int) -> tuple[tuple[Placement, int], ...]:
+    """Every placement of a ship of ``length`` that fits the board, with its bits."""
+    every = (Placement(x, y, o) for o in Orientation for y in range(BOARD_SIZE) for x in range(BOARD_SIZE))
+    return tuple((p, p.mask(length)) for p in every if p.fits(length))
+
+
+#: Built once: random fleets (every bot, every benchmark game) draw from these.
+_SPOTS: Final = {n: _spots(n) for n in set(FLEET.values())}
+
+
 def random_fleet(rng: random.Random) -> dict[str, Placement]:
-    """A uniformly drawn legal fleet: each ship in turn at a random legal spot."""
+    """A uniformly drawn legal fleet: each ship in turn at a random spot on the
+    board that does not overlap the ships before it."""
     while True:
         fleet: dict[str, Placement] = {}
-        for ship in SHIP_IDS:
+        taken = 0
+        for ship, length in FLEET.items():
+            spots = _SPOTS[length]
             for _ in range(100):
-                p = Placement(rng.randrange(BOARD_SIZE), rng.randrange(BOARD_SIZE), rng.choice(list(Orientation)))
-                if placement_error(fleet, ship, p) is None:
+                p, bits = spots[rng.randrange(len(spots))]
+                if not taken & bits:
                     fleet[ship] = p
+                    taken |= bits
                     break
             else:
                 break  # boxed in: start again
