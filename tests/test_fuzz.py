@@ -191,7 +191,7 @@ def finish(arena: Arena) -> None:
         assert shooter is not None
         target = "bob" if shooter == "alice" else "alice"
         turn = game.turn
-        for _shot in range(game.allowed - len(game.salvo)):  # fuzzing may have fired some
+        for _shot in range(game.allowed - game.fired):  # fuzzing may have fired some
             c = swept[shooter] % 100
             swept[shooter] += 1
             msg = crypto.sign(KEYS[shooter], {"x": c % 10, "y": c // 10, "turn": turn})

@@ -54,6 +54,10 @@ TRUE: Final = "true"
 FALSE: Final = "false"
 #: The ``hit`` payload of every cell, built once: it is sent on every shot.
 _HIT_PAYLOADS: Final = tuple(dumps({"x": c % BOARD_SIZE, "y": c // BOARD_SIZE}) for c in range(BOARD_SIZE * BOARD_SIZE))
+#: ``_new(Publish, (topic, payload, retain, expendable))`` makes the same tuple
+#: as ``Publish(...)`` without the Python-level ``__new__`` frame a NamedTuple
+#: adds: half the cost, and a game makes some 500 of them.
+_new: Final = tuple.__new__
 
 
 class Phase(enum.Enum):
@@ -162,7 +166,15 @@ class Publish(NamedTuple):
 
 class Accepted(NamedTuple):
     effects: list[Publish]
-    summary: str
+    #: What happened, in words: ``note % args`` when there are args. A shot's
+    #: text is only formatted when someone reads :attr:`summary` (a log line),
+    #: not for every shot of every in-memory game: that was a tenth of one.
+    note: str
+    args: tuple[object, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        return self.note % self.args if self.args else self.note
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +204,8 @@ class PlayerState:
     reason: str | None = None  # "sunk" | "timeout" once defeated
     #: the name as a JSON string, for the payloads built on every turn
     quoted: str = ""
+    #: this player's ``hit`` topic, published on every shot at them
+    hit_topic: str = ""
 
     @property
     def complete(self) -> bool:
@@ -204,13 +218,6 @@ class PlayerState:
     @property
     def defeated(self) -> bool:
         return self.defeated_in_turn is not None
-
-
-class Shot(NamedTuple):
-    shooter: str
-    target: str
-    cell: int
-    hit: bool
 
 
 class Game:
@@ -244,7 +251,11 @@ class Game:
         self.turn = 0
         self.current: str | None = None
         self.allowed = 0
-        self.salvo: list[Shot] = []
+        #: The salvo in progress: shots fired and hits so far, and whether a
+        #: ship's last cell was hit (only then can the salvo's end sink one).
+        self.fired = 0
+        self.salvo_hits = 0
+        self.sank = False
         self.deadline: float | None = None
         self.started_at: float | None = None
         self.winner: str | None = None
@@ -276,23 +287,24 @@ class Game:
 
     def handle(self, event: Event) -> Result:
         out: list[Publish] = []
+        args: tuple[object, ...] = ()
         try:
             if isinstance(event, Fire):
-                summary = self._fire(event, out)
+                note, args = self._fire(event, out)
             elif isinstance(event, Tick):
-                summary = self._tick(event.now, out)
+                note = self._tick(event.now, out)
             elif isinstance(event, Place):
-                summary = self._place(event, out)
+                note = self._place(event, out)
             elif isinstance(event, Join):
-                summary = self._join(event, out)
+                note = self._join(event, out)
             elif isinstance(event, CloseLobby):
-                summary = self._close_lobby(event, out)
+                note = self._close_lobby(event, out)
             else:
                 self.config = event.config
-                summary = f"settings now {event.config}"
+                note = f"settings now {event.config}"
         except Rejection as exc:
             return Rejected(exc)
-        return Accepted(out, summary)
+        return _new(Accepted, (out, note, args))
 
     # -- output helpers -------------------------------------------------------------
 
@@ -302,7 +314,7 @@ class Game:
                 self.retained[topic] = payload
             else:
                 self.retained.pop(topic, None)
-        out.append(Publish(topic, payload, retain))
+        out.append(_new(Publish, (topic, payload, retain, False)))
 
     def _pub_deadline(self, out: list[Publish], phase: str, at: float) -> None:
         self.deadline = at
@@ -331,7 +343,7 @@ class Game:
             if not hmac.compare_digest(known.key, ev.key):
                 raise Illegal(f"name taken: {ev.name!r} already joined with another secret")
             return f"{ev.name} joined again (no-op)"
-        self.players[ev.name] = PlayerState(ev.name, ev.key, quoted=dumps(ev.name))
+        self.players[ev.name] = PlayerState(ev.name, ev.key, quoted=dumps(ev.name), hit_topic=self.topics.hit(ev.name))
         self._pub_players(out, list(self.players))
         for ship in SHIP_IDS:
             self._pub(out, self.topics.approved(ev.name, ship), FALSE)
@@ -367,12 +379,12 @@ class Game:
         moved = ev.ship in player.fleet
         was_complete = player.complete
         player.fleet[ev.ship] = ev.placement
-        player.occupied = {c: s for s, p in player.fleet.items() for c in p.cells(FLEET[s])}
         self._pub(out, self.topics.approved(ev.name, ev.ship), TRUE)
         if player.complete and not was_complete:
             self.ready.append(ev.name)
         summary = f"{ev.name} {'moved' if moved else 'placed'} {ev.ship} ({len(player.fleet)}/5)"
-        if len(self.players) >= self.config.min_players and all(p.complete for p in self.players.values()):
+        # Every fleet complete: ``ready`` holds each player once their fleet is.
+        if len(self.players) >= self.config.min_players and len(self.ready) == len(self.players):
             self._start(ev.now, out)
             summary += "; all fleets complete, game starts"
         return summary
@@ -404,6 +416,10 @@ class Game:
                 )
                 self._pub(out, self.topics.player_error(name), report, retain=False)
         self.order = list(self.ready)
+        # Fleets are fixed from here on: the cell -> ship map the shots look up.
+        for name in self.order:
+            player = self.players[name]
+            player.occupied = {c: s for s, p in player.fleet.items() for c in p.cells(FLEET[s])}
         self.phase = Phase.TURN
         self.started_at = now
         self._pub_players(out, self.order)
@@ -416,17 +432,20 @@ class Game:
     def _begin_turn(self, name: str, now: float, out: list[Publish]) -> None:
         self.turn += 1
         self.current = name
-        self.allowed = self.players[name].afloat
-        self.salvo = []
+        player = self.players[name]
+        self.allowed = allowed = player.afloat
+        self.fired = self.salvo_hits = 0
+        self.sank = False
         self._pub_deadline(out, "turn", now + self.config.turn_timeout)
-        quoted = self.players[name].quoted
-        self._pub(out, self.topics.turn, f'{{"turn":{self.turn},"player":{quoted},"shots":{self.allowed}}}')
+        self._pub(out, self.topics.turn, f'{{"turn":{self.turn},"player":{player.quoted},"shots":{allowed}}}')
         self._pub(out, self.topics.current, name)
 
-    def _fire(self, ev: Fire, out: list[Publish]) -> str:
-        if self.phase is not Phase.TURN or self.current is None:
+    def _fire(self, ev: Fire, out: list[Publish]) -> tuple[str, tuple[object, ...]]:
+        current = self.current
+        if current is None:  # there is a current player exactly while a turn is on
             raise Illegal(f"not in a turn (state {self.phase.value})")
-        if ev.nonce is not None and ev.nonce in self.used_nonces:
+        nonce = ev.nonce
+        if nonce is not None and nonce in self.used_nonces:
             raise Illegal("replayed signature: this signature was already used")
         if ev.turn is not None and ev.turn != self.turn:
             raise Illegal(f"wrong turn: the message is for turn {ev.turn}, this is turn {self.turn}")
@@ -438,33 +457,62 @@ class Game:
             raise Illegal(f"unknown target {ev.target!r}: not a player in this game")
         if target.defeated_in_turn is not None:
             raise Illegal(f"target {ev.target!r} is already defeated")
-        if ev.nonce is not None:
-            self.used_nonces.add(ev.nonce)
+        if nonce is not None:
+            self.used_nonces.add(nonce)
         c = y * BOARD_SIZE + x  # rules.cell
-        ship = target.occupied.get(c)
-        shooter = self.players[self.current]
+        shooter = self.players[current]
         shooter.shots += 1
+        self.fired = fired = self.fired + 1
+        ship = target.occupied.get(c)
         if ship is not None:
-            target.damage[ship].add(c)
             shooter.hits += 1
-        salvo = self.salvo
-        salvo.append(Shot(self.current, ev.target, c, ship is not None))
-        out.append(Publish(self.topics.hit(ev.target), _HIT_PAYLOADS[c], False))
-        summary = f"{self.current} fired at {ev.target} ({x},{y}) {len(salvo)}/{self.allowed}"
-        if len(salvo) >= self.allowed:
-            summary += "; " + self._end_salvo(ev.now, out, timed_out=False)
-        return summary
+            self.salvo_hits += 1
+            damage = target.damage[ship]
+            damage.add(c)
+            if len(damage) == FLEET[ship]:
+                self.sank = True  # (or hit again): the salvo's end looks for sinks
+        out.append(_new(Publish, (target.hit_topic, _HIT_PAYLOADS[c], False, False)))
+        if fired < self.allowed:
+            return "%s fired at %s (%d,%d) %d/%d", (current, ev.target, x, y, fired, self.allowed)
+        ends = self._end_salvo(ev.now, out, timed_out=False)
+        return "%s fired at %s (%d,%d) %d/%d; %s", (current, ev.target, x, y, fired, fired, ends)
 
     def _end_salvo(self, now: float, out: list[Publish], *, timed_out: bool) -> str:
-        assert self.current is not None
+        current = self.current
+        assert current is not None
         t = self.topics
-        shooter = self.players[self.current]
-        hits = sum(s.hit for s in self.salvo)
+        shooter = self.players[current]
+        fired, hits = self.fired, self.salvo_hits
         # 1. hits and the salvo record
-        self._pub(out, t.hits, str(hits), retain=False)
-        record = f'{{"turn":{self.turn},"player":{shooter.quoted},"shots":{len(self.salvo)},"hits":{hits}}}'
+        out.append(_new(Publish, (t.hits, str(hits), False, False)))
+        record = f'{{"turn":{self.turn},"player":{shooter.quoted},"shots":{fired},"hits":{hits}}}'
         self._pub(out, t.salvo, record)
-        # 2. ships sunk in this salvo, owners in play order
+        shooter.missed = shooter.missed + 1 if timed_out and not fired else 0
+        summary = f"salvo of {current} ends: {fired} shots, {hits} hits"
+        # 2-3. sinks and defeats. Most salvos have neither: a sink needs a shot
+        # that completed a ship's damage (_fire says so), a drop a missed turn.
+        if self.sank or shooter.missed:
+            alive = self._sinks_and_defeats(shooter, out)
+            if len(alive) <= 1:
+                self._game_over(alive[0] if alive else None, now, out)
+                return summary + f"; game over, winner {self.winner or 'nobody'}"
+        # 4. the next one after the shooter in play order who is still in:
+        # at least two are, so somebody other than the shooter.
+        order = self.order
+        i = order.index(current)
+        for k in range(1, len(order)):
+            nxt = order[(i + k) % len(order)]
+            if self.players[nxt].defeated_in_turn is None:
+                break
+        else:
+            raise AssertionError("a turn to give but nobody left to give it to")
+        self._begin_turn(nxt, now, out)
+        return summary
+
+    def _sinks_and_defeats(self, shooter: PlayerState, out: list[Publish]) -> list[str]:
+        """Announce the ships sunk in this salvo, then the players defeated by
+        it, each in play order; who is still in."""
+        t = self.topics
         players = self.participants()
         for p in players:
             sunk = p.sunk
@@ -476,8 +524,6 @@ class Game:
                     if p is not shooter:
                         shooter.ships_sunk += 1
                     self._pub(out, t.sunk(p.name, ship), TRUE)
-        # 3. defeats: fleets gone, or the shooter dropped for missed turns
-        shooter.missed = shooter.missed + 1 if timed_out and not self.salvo else 0
         for p in players:
             if p.defeated_in_turn is not None:
                 continue
@@ -488,20 +534,7 @@ class Game:
             else:
                 continue
             self._pub(out, t.defeated(p.name), TRUE)
-        summary = f"salvo of {self.current} ends: {len(self.salvo)} shots, {hits} hits"
-        # 4. next turn, or the end of the game
-        # self.alive() and the properties above, spelled out on the list at
-        # hand: this runs once per salvo (measured: ~6% of a whole game).
-        alive = [p.name for p in players if p.defeated_in_turn is None]
-        if len(alive) <= 1:
-            self._game_over(alive[0] if alive else None, now, out)
-            return summary + f"; game over, winner {self.winner or 'nobody'}"
-        # The next one after the shooter in play order who is still in.
-        i = self.order.index(self.current)
-        order = self.order
-        nxt = next(n for n in order[i + 1 :] + order[: i + 1] if n in alive)
-        self._begin_turn(nxt, now, out)
-        return summary
+        return [p.name for p in players if p.defeated_in_turn is None]
 
     # -- over -----------------------------------------------------------------------
 
