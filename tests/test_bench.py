@@ -58,6 +58,21 @@ def test_the_engine_games_are_whole_games() -> None:
     assert perf.engine_game(random.Random(1), ["a", "b", "c", "d"]) in {"a", "b", "c", "d"}
 
 
+def test_the_event_clock_sorts_every_event_of_a_game() -> None:
+    """The per-event figures (engine.shot_us, engine.salvo_end_us, ...) cover
+    every event once, sorted right, and timing a game does not change it."""
+    clock = perf.EventClock()
+    timed = perf.engine_game(random.Random(5), ["a", "b"], clock)
+    assert timed == perf.engine_game(random.Random(5), ["a", "b"])
+    game = clock.last
+    assert game is not None and game.winner == timed
+    assert clock.counts["lobby"] == 2 + 2 * 5  # two joins, five ships each
+    # Random shooters fire every shot they have, so each turn ends with a shot.
+    assert clock.counts["salvo_end"] == game.turn
+    assert clock.counts["shot"] + clock.counts["salvo_end"] == sum(p.shots for p in game.players.values())
+    assert all(clock.seconds[k] > 0 for k in clock.KINDS)
+
+
 def test_bench_refuses_unknown_parts() -> None:
     result = CliRunner().invoke(main, ["bench", "--only", "engine,gpu"])
     assert result.exit_code == 2 and "gpu" in result.output

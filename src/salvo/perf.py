@@ -39,7 +39,7 @@ from typing import Any
 import paho.mqtt.client as paho
 
 from salvo import crypto
-from salvo.engine import Config, Fire, Game, Join, Phase, Place
+from salvo.engine import Config, Event, Fire, Game, Join, Phase, Place, Result
 from salvo.mqtt import Broker, new_client
 from salvo.rules import BOARD_SIZE, SHIP_IDS, Orientation, Placement, random_fleet
 from salvo.stress import RefereeProcess, rss_mb
@@ -91,14 +91,45 @@ _ENGINE_TOPICS = Topics()
 _KEY = bytes(32)
 
 
-def engine_game(rng: random.Random, names: list[str]) -> str | None:
+class EventClock:
+    """Wall time inside :meth:`Game.handle`, by kind of event: where a game's
+    time goes (each reading includes ~0.1 us of the clock itself)."""
+
+    KINDS = ("lobby", "shot", "salvo_end")
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.KINDS, 0.0)
+        self.counts = dict.fromkeys(self.KINDS, 0)
+        self.last: Game | None = None  # the game timed last
+
+    def wrap(self, game: Game) -> Callable[[Event], Result]:
+        self.last = game
+        handle, clock = game.handle, time.perf_counter
+
+        def timed(event: Event) -> Result:
+            t0 = clock()
+            result = handle(event)
+            dt = clock() - t0
+            if not isinstance(event, Fire):
+                kind = "lobby"
+            else:  # a shot that ends its salvo leaves a new turn (no shots yet) or the game over
+                kind = "salvo_end" if game.fired == 0 or game.current is None else "shot"
+            self.seconds[kind] += dt
+            self.counts[kind] += 1
+            return result
+
+        return timed
+
+
+def engine_game(rng: random.Random, names: list[str], clock: EventClock | None = None) -> str | None:
     """One whole game of random shooters through the engine; the winner."""
     game = Game(_ENGINE_CONFIG, _ENGINE_TOPICS, rng.randrange(2**32))
+    handle = clock.wrap(game) if clock else game.handle
     for name in names:
-        game.handle(Join(name, _KEY, 0.0))
+        handle(Join(name, _KEY, 0.0))
     for name in names:
         for ship, placement in random_fleet(rng).items():
-            game.handle(Place(name, ship, placement, 0.0))
+            handle(Place(name, ship, placement, 0.0))
     cells = list(range(BOARD_SIZE * BOARD_SIZE))
     aims: dict[tuple[str, str], list[int]] = {}
     for a in names:
@@ -115,7 +146,7 @@ def engine_game(rng: random.Random, names: list[str]) -> str | None:
             target = alive[rng.randrange(len(alive))] if len(alive) > 1 else alive[0]
             todo = aims[me, target]
             c = todo.pop() if todo else rng.randrange(len(cells))
-            game.handle(Fire(target, c % BOARD_SIZE, c // BOARD_SIZE, turn, None, 0.0))
+            handle(Fire(target, c % BOARD_SIZE, c // BOARD_SIZE, turn, None, 0.0))
     return game.winner
 
 
@@ -130,6 +161,18 @@ def bench_engine(res: Results, games: int, seed: int = 1) -> None:
         dt = time.perf_counter() - t0
         res.put(key, dt / n * 1000)
         res.put(key.replace("ms_per_game", "games_per_s"), n / dt, 1)
+    # Where a two-player game's time goes, from a separate timed run (the
+    # clock costs time itself, so the games above run without it).
+    clock, n = EventClock(), max(1, games // 2)
+    for _ in range(n):
+        engine_game(rng, ["p0", "p1"], clock)
+    s, c = clock.seconds, clock.counts
+    res.put("engine.shot_us", s["shot"] / max(1, c["shot"]) * 1e6, 2)
+    res.put("engine.salvo_end_us", s["salvo_end"] / max(1, c["salvo_end"]) * 1e6, 2)
+    res.put("engine.lobby_ms_per_game", s["lobby"] / n * 1000)
+    inside = sum(s.values()) / n * 1000
+    res.put("engine.outside_ms_per_game", max(0.0, res.figures["engine.ms_per_game"] - inside))
+    res.meta["engine_events_per_game"] = {k: round(v / n, 1) for k, v in c.items()}
 
 
 def _knockout_game(job: tuple[str, str, str]) -> str:
