@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from salvo.engine import CloseLobby, Config, Fire, Join, Phase, Place, Publish, Tick
+from salvo.engine import Accepted, CloseLobby, Config, Fire, Join, Phase, Place, Publish, Tick
 from salvo.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
 
 from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
@@ -312,6 +312,19 @@ def test_every_accepted_shot_publishes_hit_to_target_unretained() -> None:
     tgt = other(d)
     out = d.fire(tgt, 9, 9)
     assert [(p.topic, p.payload, p.retain) for p in out] == [(f"/players/{tgt}/hit", '{"x":9,"y":9}', False)]
+
+
+def test_a_shot_says_what_happened_for_the_log() -> None:
+    d = started()
+    me, tgt = d.cur, other(d)
+    x, y = ship_cells(fleet_of(tgt), "carrier")[0]
+    first = d.send(Fire(tgt, x, y, None, None, d.now))
+    assert isinstance(first, Accepted)
+    assert first.summary == f"{me} fired at {tgt} ({x},{y}) 1/5"
+    d.play_turn(d.misses(tgt, 3))
+    last = d.send(Fire(tgt, x, y, None, None, d.now))  # the same cell again: still a hit
+    assert isinstance(last, Accepted)
+    assert last.summary == f"{me} fired at {tgt} ({x},{y}) 5/5; salvo of {me} ends: 5 shots, 2 hits"
 
 
 def test_hit_rule_counts_repeated_hits_and_ignores_misses() -> None:

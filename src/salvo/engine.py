@@ -472,10 +472,11 @@ class Game:
             if len(damage) == FLEET[ship]:
                 self.sank = True  # (or hit again): the salvo's end looks for sinks
         out.append(_new(Publish, (target.hit_topic, _HIT_PAYLOADS[c], False, False)))
-        if fired < self.allowed:
-            return "%s fired at %s (%d,%d) %d/%d", (current, ev.target, x, y, fired, self.allowed)
+        allowed = self.allowed  # (the salvo's end sets the next turn's)
+        if fired < allowed:
+            return "%s fired at %s (%d,%d) %d/%d", (current, ev.target, x, y, fired, allowed)
         ends = self._end_salvo(ev.now, out, timed_out=False)
-        return "%s fired at %s (%d,%d) %d/%d; %s", (current, ev.target, x, y, fired, fired, ends)
+        return "%s fired at %s (%d,%d) %d/%d; %s", (current, ev.target, x, y, fired, allowed, ends)
 
     def _end_salvo(self, now: float, out: list[Publish], *, timed_out: bool) -> str:
         current = self.current
