@@ -472,6 +472,16 @@ def test_turn_timeout_ends_salvo_with_partial_shots() -> None:
     assert d.game.players[cur].missed == 0  # type: ignore[index]
 
 
+def test_a_ship_sunk_by_a_salvo_cut_short_by_the_timeout_is_announced_then() -> None:
+    d = started(turn_timeout=30)
+    tgt = other(d)
+    for x, y in ship_cells(fleet_of(tgt), "patrolboat"):
+        assert "sunk" not in " ".join(topics_of(d.fire(tgt, x, y)))
+    out = d.tick(30)
+    assert topics_of(out)[:3] == ["/game/hits", "/game/salvo", f"/players/{tgt}/ships/patrolboat/sunk"]
+    assert d.game.current == tgt and d.game.allowed == 4  # one ship fewer afloat, one shot fewer
+
+
 def test_player_dropped_after_missed_turns_and_forfeit() -> None:
     d = started(turn_timeout=10, max_missed_turns=3)
     idle, active = d.game.current, other(d)

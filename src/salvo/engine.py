@@ -275,9 +275,6 @@ class Game:
     def participants(self) -> list[PlayerState]:
         return [self.players[n] for n in self.order]
 
-    def alive(self) -> list[str]:
-        return [n for n in self.order if not self.players[n].defeated]
-
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of all mutable state, comparable with ``==``."""
         skip = {"config", "topics"}

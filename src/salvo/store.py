@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from salvo.codec import dumps
 from salvo.engine import CloseLobby, Config, Configure, Event, Fire, Join, Place, Tick
 from salvo.rules import Orientation, Placement
 
@@ -161,10 +162,7 @@ class Store:
     def record_many(self, entries: list[tuple[str, int, Event]]) -> None:
         """Persist accepted events in one transaction (a group commit: one
         commit's cost for a whole salvo that arrived at once)."""
-        rows = [
-            (a, g, json.dumps(event_to_json(ev), separators=(",", ":")), ev.nonce if isinstance(ev, Fire) else None)
-            for a, g, ev in entries
-        ]
+        rows = [(a, g, dumps(event_to_json(ev)), ev.nonce if isinstance(ev, Fire) else None) for a, g, ev in entries]
         with self._lock:
             self._db.execute("BEGIN")
             try:

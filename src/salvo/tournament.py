@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from salvo.codec import dumps
 from salvo.conformance.harness import Recorder
 from salvo.mqtt import Broker
 from salvo.rules import SHIP_IDS
@@ -221,7 +222,7 @@ class Director:
 
     def publish(self, topic: str, body: object) -> None:
         # Waits for the PUBACK: the last ones ("done") must not be lost to close().
-        self.rec.publish(topic, json.dumps(body, separators=(",", ":")), retain=True)
+        self.rec.publish(topic, dumps(body), retain=True)
 
     def publish_standings(self) -> list[Row]:
         rows = standings(self.state.teams, self.state.results)
