@@ -40,7 +40,8 @@ def test_join_publishes_list_count_approved_false_and_deadline() -> None:
         ("/players/list", '["alice"]', True),
         ("/players/count", "1", True),
         *[(f"/players/alice/ships/{s}/approved", "false", True) for s in SHIP_IDS],
-        ("/game/deadline", json.dumps({"phase": "placement", "at": d.now + 60}, separators=(",", ":")), True),
+        # unix seconds with three decimals, always
+        ("/game/deadline", f'{{"phase":"placement","at":{d.now + 60:.3f}}}', True),
     ]
     d.join("bob")
     assert d.game.retained["/players/list"] == '["alice","bob"]'
@@ -265,7 +266,7 @@ def test_too_few_fleets_at_deadline_keeps_lobby_open_and_rearms() -> None:
     d.place("a", ROWS)
     out = d.tick(61)
     assert d.game.phase is Phase.LOBBY
-    assert payloads(out, "/game/deadline") == [json.dumps({"phase": "placement", "at": d.now + 60}).replace(" ", "")]
+    assert payloads(out, "/game/deadline") == [f'{{"phase":"placement","at":{d.now + 60:.3f}}}']
     d.place("b", ROWS)  # now all complete: starts at once
     assert d.game.phase is Phase.TURN
 

@@ -54,6 +54,9 @@ TRUE: Final = "true"
 FALSE: Final = "false"
 #: The ``hit`` payload of every cell, built once: it is sent on every shot.
 _HIT_PAYLOADS: Final = tuple(dumps({"x": c % BOARD_SIZE, "y": c // BOARD_SIZE}) for c in range(BOARD_SIZE * BOARD_SIZE))
+#: The ``deadline`` payload, spelled out (every turn has one): unix seconds with
+#: three decimals, formatted at a third of the cost of ``dumps``/``round``.
+_DEADLINE: Final = '{"phase":"%s","at":%.3f}'
 #: ``_new(Publish, (topic, payload, retain, expendable))`` makes the same tuple
 #: as ``Publish(...)`` without the Python-level ``__new__`` frame a NamedTuple
 #: adds: half the cost, and a game makes some 500 of them.
@@ -248,6 +251,7 @@ class Game:
         self.players: dict[str, PlayerState] = {}  # join order
         self.ready: list[str] = []  # fleet-completion order
         self.order: list[str] = []  # play order of the participants
+        self.after: dict[str, str] = {}  # each participant -> the next in play order
         self.turn = 0
         self.current: str | None = None
         self.allowed = 0
@@ -283,12 +287,11 @@ class Game:
     # -- the one entry point --------------------------------------------------------
 
     def handle(self, event: Event) -> Result:
-        out: list[Publish] = []
-        args: tuple[object, ...] = ()
         try:
-            if isinstance(event, Fire):
-                note, args = self._fire(event, out)
-            elif isinstance(event, Tick):
+            if type(event) is Fire:  # the hot path: no list or note to set up here
+                return self._fire(event)
+            out: list[Publish] = []
+            if isinstance(event, Tick):
                 note = self._tick(event.now, out)
             elif isinstance(event, Place):
                 note = self._place(event, out)
@@ -296,12 +299,14 @@ class Game:
                 note = self._join(event, out)
             elif isinstance(event, CloseLobby):
                 note = self._close_lobby(event, out)
-            else:
+            elif isinstance(event, Configure):
                 self.config = event.config
                 note = f"settings now {event.config}"
+            else:
+                raise TypeError(f"not an engine event: {event!r}")
         except Rejection as exc:
             return Rejected(exc)
-        return _new(Accepted, (out, note, args))
+        return _new(Accepted, (out, note, ()))
 
     # -- output helpers -------------------------------------------------------------
 
@@ -315,8 +320,7 @@ class Game:
 
     def _pub_deadline(self, out: list[Publish], phase: str, at: float) -> None:
         self.deadline = at
-        # dumps({"phase": phase, "at": round(at, 3)}), spelled out: every turn has one.
-        self._pub(out, self.topics.deadline, f'{{"phase":"{phase}","at":{round(at, 3)!r}}}')
+        self._pub(out, self.topics.deadline, _DEADLINE % (phase, at))
 
     def _pub_players(self, out: list[Publish], names: list[str]) -> None:
         self._pub(out, self.topics.players_list, dumps(names))
@@ -390,7 +394,8 @@ class Game:
         if self.deadline is None or now < self.deadline:
             return "nothing due"
         if self.phase is Phase.TURN:
-            return "turn timed out; " + self._end_salvo(now, out, timed_out=True)
+            note, args = self._end_salvo(now, out, timed_out=True)
+            return "turn timed out; " + note % args
         if self.phase is Phase.OVER:
             self._reset(out)
             return f"reset: game {self.game_no} opens in the lobby"
@@ -413,6 +418,7 @@ class Game:
                 )
                 self._pub(out, self.topics.player_error(name), report, retain=False)
         self.order = list(self.ready)
+        self.after = dict(zip(self.order, self.order[1:] + self.order[:1], strict=True))
         # Fleets are fixed from here on: the cell -> ship map the shots look up.
         for name in self.order:
             player = self.players[name]
@@ -427,33 +433,40 @@ class Game:
     # -- turns ----------------------------------------------------------------------
 
     def _begin_turn(self, name: str, now: float, out: list[Publish]) -> None:
-        self.turn += 1
+        self.turn = turn = self.turn + 1
         self.current = name
         player = self.players[name]
-        self.allowed = allowed = player.afloat
+        self.allowed = allowed = len(FLEET) - len(player.sunk)  # player.afloat
         self.fired = self.salvo_hits = 0
         self.sank = False
-        self._pub_deadline(out, "turn", now + self.config.turn_timeout)
-        self._pub(out, self.topics.turn, f'{{"turn":{self.turn},"player":{player.quoted},"shots":{allowed}}}')
-        self._pub(out, self.topics.current, name)
+        self.deadline = at = now + self.config.turn_timeout
+        # _pub_deadline and three _pub calls, inlined: every salvo ends here.
+        t, retained = self.topics, self.retained
+        retained[t.deadline] = deadline = _DEADLINE % ("turn", at)
+        retained[t.turn] = announce = f'{{"turn":{turn},"player":{player.quoted},"shots":{allowed}}}'
+        retained[t.current] = name
+        out += (
+            _new(Publish, (t.deadline, deadline, True, False)),
+            _new(Publish, (t.turn, announce, True, False)),
+            _new(Publish, (t.current, name, True, False)),
+        )
 
-    def _fire(self, ev: Fire, out: list[Publish]) -> tuple[str, tuple[object, ...]]:
+    def _fire(self, ev: Fire) -> Accepted:
         current = self.current
         if current is None:  # there is a current player exactly while a turn is on
             raise Illegal(f"not in a turn (state {self.phase.value})")
-        nonce = ev.nonce
+        name, x, y, turn, nonce, now = ev
         if nonce is not None and nonce in self.used_nonces:
             raise Illegal("replayed signature: this signature was already used")
-        if ev.turn is not None and ev.turn != self.turn:
-            raise Illegal(f"wrong turn: the message is for turn {ev.turn}, this is turn {self.turn}")
-        x, y = ev.x, ev.y
+        if turn is not None and turn != self.turn:
+            raise Illegal(f"wrong turn: the message is for turn {turn}, this is turn {self.turn}")
         if not (0 <= x < BOARD_SIZE and 0 <= y < BOARD_SIZE):  # rules.on_board, inlined: hot path
             raise Illegal(f"off the board: ({x}, {y}); x and y must be 0..{BOARD_SIZE - 1}")
-        target = self.players.get(ev.target)
-        if target is None or ev.target not in self.order:
-            raise Illegal(f"unknown target {ev.target!r}: not a player in this game")
+        target = self.players.get(name)
+        if target is None or name not in self.order:
+            raise Illegal(f"unknown target {name!r}: not a player in this game")
         if target.defeated_in_turn is not None:
-            raise Illegal(f"target {ev.target!r} is already defeated")
+            raise Illegal(f"target {name!r} is already defeated")
         if nonce is not None:
             self.used_nonces.add(nonce)
         c = y * BOARD_SIZE + x  # rules.cell
@@ -468,44 +481,48 @@ class Game:
             damage.add(c)
             if len(damage) == FLEET[ship]:
                 self.sank = True  # (or hit again): the salvo's end looks for sinks
-        out.append(_new(Publish, (target.hit_topic, _HIT_PAYLOADS[c], False, False)))
+        out = [_new(Publish, (target.hit_topic, _HIT_PAYLOADS[c], False, False))]
         allowed = self.allowed  # (the salvo's end sets the next turn's)
         if fired < allowed:
-            return "%s fired at %s (%d,%d) %d/%d", (current, ev.target, x, y, fired, allowed)
-        ends = self._end_salvo(ev.now, out, timed_out=False)
-        return "%s fired at %s (%d,%d) %d/%d; %s", (current, ev.target, x, y, fired, allowed, ends)
+            return _new(Accepted, (out, "%s fired at %s (%d,%d) %d/%d", (current, name, x, y, fired, allowed)))
+        end_note, end_args = self._end_salvo(now, out, timed_out=False)
+        note = "%s fired at %s (%d,%d) %d/%d; " + end_note
+        return _new(Accepted, (out, note, (current, name, x, y, fired, allowed, *end_args)))
 
-    def _end_salvo(self, now: float, out: list[Publish], *, timed_out: bool) -> str:
+    def _end_salvo(self, now: float, out: list[Publish], *, timed_out: bool) -> tuple[str, tuple[object, ...]]:
+        """Close the salvo in progress; what happened, as ``note % args``."""
         current = self.current
         assert current is not None
         t = self.topics
-        shooter = self.players[current]
+        players = self.players
+        shooter = players[current]
         fired, hits = self.fired, self.salvo_hits
         # 1. hits and the salvo record
-        out.append(_new(Publish, (t.hits, str(hits), False, False)))
-        record = f'{{"turn":{self.turn},"player":{shooter.quoted},"shots":{fired},"hits":{hits}}}'
-        self._pub(out, t.salvo, record)
+        self.retained[t.salvo] = record = (
+            f'{{"turn":{self.turn},"player":{shooter.quoted},"shots":{fired},"hits":{hits}}}'
+        )
+        out += (_new(Publish, (t.hits, str(hits), False, False)), _new(Publish, (t.salvo, record, True, False)))
         shooter.missed = shooter.missed + 1 if timed_out and not fired else 0
-        summary = f"salvo of {current} ends: {fired} shots, {hits} hits"
         # 2-3. sinks and defeats. Most salvos have neither: a sink needs a shot
         # that completed a ship's damage (_fire says so), a drop a missed turn.
         if self.sank or shooter.missed:
             alive = self._sinks_and_defeats(shooter, out)
             if len(alive) <= 1:
                 self._game_over(alive[0] if alive else None, now, out)
-                return summary + f"; game over, winner {self.winner or 'nobody'}"
+                return "salvo of %s ends: %d shots, %d hits; game over, winner %s", (
+                    current,
+                    fired,
+                    hits,
+                    self.winner or "nobody",
+                )
         # 4. the next one after the shooter in play order who is still in:
-        # at least two are, so somebody other than the shooter.
-        order = self.order
-        i = order.index(current)
-        for k in range(1, len(order)):
-            nxt = order[(i + k) % len(order)]
-            if self.players[nxt].defeated_in_turn is None:
-                break
-        else:
-            raise AssertionError("a turn to give but nobody left to give it to")
+        # at least two are, so the walk ends before it comes round.
+        after = self.after
+        nxt = after[current]
+        while players[nxt].defeated_in_turn is not None:
+            nxt = after[nxt]
         self._begin_turn(nxt, now, out)
-        return summary
+        return "salvo of %s ends: %d shots, %d hits", (current, fired, hits)
 
     def _sinks_and_defeats(self, shooter: PlayerState, out: list[Publish]) -> list[str]:
         """Announce the ships sunk in this salvo, then the players defeated by
