@@ -436,7 +436,7 @@ class Game:
         self.turn = turn = self.turn + 1
         self.current = name
         player = self.players[name]
-        self.allowed = allowed = len(FLEET) - len(player.sunk)  # player.afloat
+        self.allowed = allowed = player.afloat
         self.fired = self.salvo_hits = 0
         self.sank = False
         self.deadline = at = now + self.config.turn_timeout

@@ -39,7 +39,7 @@ from typing import Any, Final
 import paho.mqtt.client as paho
 
 from salvo import crypto
-from salvo.engine import Config, Event, Fire, Game, Join, Phase, Place, Result
+from salvo.engine import Config, Event, Fire, Game, Join, Place, Result
 from salvo.mqtt import Broker, new_client
 from salvo.rules import BOARD_SIZE, SHIP_IDS, Orientation, Placement, random_fleet
 from salvo.stress import RefereeProcess, rss_mb
@@ -142,14 +142,16 @@ def engine_game(rng: random.Random, names: list[str], clock: EventClock | None =
     players, duel = game.players, len(names) == 2
     # Two players: the opponent is always in (a defeat ends the game).
     opponents = {a: [b for b in names if b != a] for a in names}
-    while game.phase is Phase.TURN:
-        me = game.current
-        assert me is not None
+    while (me := game.current) is not None:  # a current player exactly while a turn is on
         alive = opponents[me] if duel else [n for n in game.order if n != me and not players[n].defeated]
+        many = len(alive) > 1  # else every shot of the salvo at the one opponent
+        target = alive[0]
+        todo = aims[me, target]
         turn = game.turn
         for _ in range(game.allowed):
-            target = alive[rng.randrange(len(alive))] if len(alive) > 1 else alive[0]
-            todo = aims[me, target]
+            if many:
+                target = alive[rng.randrange(len(alive))]
+                todo = aims[me, target]
             x, y = todo.pop() if todo else _XY[rng.randrange(len(_XY))]
             handle(_new(Fire, (target, x, y, turn, None, 0.0)))
     return game.winner
