@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
-from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase
+from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase, Tick
 from salvo.protocol import Arena
 from salvo.referee import make_arenas
 from salvo.store import Store
@@ -121,6 +121,61 @@ def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Pa
     store.record_many([("", 2, Fire("bob", 1, 1, None, b"m" * 24, 5.0))])
     assert store.nonces("") == {b"o" * 24, b"m" * 24}
     assert store.nonces("", before_game=2) == {b"o" * 24}
+
+
+def _ticks(store: Store, entries: list[tuple[str, int, float]]) -> None:
+    for arena, game, now in entries:
+        store.record_many([(arena, game, Tick(now))])
+
+
+# Two arenas' games, interleaved as arena threads write them.
+INTERLEAVED = [("a", 1, 1.0), ("b", 1, 2.0), ("a", 1, 3.0), ("a", 2, 4.0), ("b", 1, 5.0), ("a", 2, 6.0), ("b", 2, 7.0)]
+
+
+def _assert_interleaved(store: Store) -> None:
+    assert store.games("a") == [(1, 2), (2, 2)]
+    assert store.games("b") == [(1, 2), (2, 1)]
+    assert store.events("a", 1) == [Tick(1.0), Tick(3.0)]
+    assert store.events("b", 1) == [Tick(2.0), Tick(5.0)]
+    assert store.current_game("a") == (2, [Tick(4.0), Tick(6.0)])
+    assert store.current_game("b") == (2, [Tick(7.0)])
+    assert store.current_game("c") == (1, [])
+
+
+def test_each_games_events_are_read_back_in_order_among_other_arenas(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    _ticks(store, INTERLEAVED[:3])
+    # batches that start a game, and one that starts two
+    batches = [INTERLEAVED[3:5], INTERLEAVED[5:7]]
+    for batch in batches:
+        store.record_many([(arena, game, Tick(now)) for arena, game, now in batch])
+    _assert_interleaved(store)
+    store.close()
+    _assert_interleaved(Store(tmp_path / "state.db"))
+
+
+def test_a_state_file_from_before_the_games_table_is_read_and_carried_on(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        """
+        CREATE TABLE arenas (prefix TEXT PRIMARY KEY, seed TEXT NOT NULL, config TEXT NOT NULL);
+        CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, arena TEXT NOT NULL,
+                             game INTEGER NOT NULL, event TEXT NOT NULL, nonce BLOB);
+        CREATE INDEX events_by_game ON events (arena, game, id);
+        """
+    )
+    for arena, game, now in INTERLEAVED[:6]:
+        old.execute(
+            "INSERT INTO events (arena, game, event) VALUES (?, ?, ?)", (arena, game, f'{{"type":"tick","now":{now}}}')
+        )
+    old.commit()
+    old.close()
+    store = Store(path)
+    store.record_many([("b", 2, Tick(7.0))])
+    _assert_interleaved(store)
+    indexes = store._db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")
+    assert indexes.fetchall() == []  # one b-tree per commit from now on
 
 
 def test_state_file_is_private(tmp_path: Path) -> None:

@@ -179,6 +179,10 @@ class Accepted(NamedTuple):
     def summary(self) -> str:
         return self.note % self.args if self.args else self.note
 
+    def __str__(self) -> str:
+        # What a log line shows: so that a Log can carry the result unformatted.
+        return self.summary
+
 
 @dataclass(frozen=True, slots=True)
 class Rejected:

@@ -55,8 +55,16 @@ class DeriveKey:
 
 @dataclass(frozen=True, slots=True)
 class Log:
+    """One log line: ``text % args`` when there are args, formatted only
+    when the line is logged (the referee's own log level may be above it)."""
+
     accepted: bool
     text: str
+    args: tuple[object, ...] = ()
+
+    @property
+    def line(self) -> str:
+        return self.text % self.args if self.args else self.text
 
 
 Effect = Publish | Record | DeriveKey | Log
@@ -226,7 +234,7 @@ class Arena:
             return [
                 Record(event, game_no),
                 *result.effects,
-                Log(True, f"accept {kind} {_printable(topic)}: {result.summary}"),
+                Log(True, "accept %s %s: %s", (kind, _printable(topic), result)),
             ]
         return self._report(topic, route, result.error, player)
 

@@ -131,7 +131,7 @@ class _Link:
         self.retry_at = 0.0
         self.delay = 0.0
 
-    def connect_due(self, now: float, name: str, url: str) -> None:
+    def connect_due(self, now: float, name: str, broker: Broker) -> None:
         """(Re)connect if the connection is down and its back-off is over.
         Failures double the wait; an accepted CONNACK resets it."""
         if self.client.socket() is not None:
@@ -148,7 +148,7 @@ class _Link:
             self.client.reconnect()
         except OSError as exc:
             log.warning(
-                "[%s] cannot reach broker %s (%s): %s; retrying in %.0f s", name, url, self.role, exc, self.delay
+                "[%s] cannot reach broker %s (%s): %s; retrying in %.0f s", name, broker.url, self.role, exc, self.delay
             )
 
 
@@ -315,7 +315,7 @@ class ArenaRunner:
             while True:
                 mono = time.monotonic()
                 for link in self._links:
-                    link.connect_due(mono, self.name, self._broker.url)
+                    link.connect_due(mono, self.name, self._broker)
                 deadline = self.arena.next_deadline()
                 now = self._clock()
                 if self._high or self._low:
@@ -513,7 +513,11 @@ class ArenaRunner:
                 future = self._pool.submit(_team_key, self._registry, effect.name, effect.secret)
                 future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
-                log.log(logging.INFO if effect.accepted else logging.WARNING, "[%s] %s", self.name, effect.text)
+                level = logging.INFO if effect.accepted else logging.WARNING
+                if effect.args:  # formatted only if the level is on
+                    log.log(level, "[%s] " + effect.text, self.name, *effect.args)
+                else:
+                    log.log(level, "[%s] %s", self.name, effect.text)
 
     def _flush(self) -> None:
         """Journal the batch's events, then publish its effects, then ack its

@@ -4,8 +4,9 @@ The engine is deterministic given its settings, its seed and the events it
 accepted, so storing those is storing the game: a restarted referee replays
 the current game's events and is exactly where it was - players and keys,
 fleets, play order, turn, the shots of the salvo under way, deadlines (each
-event carries its wall-clock time), stats. Used signature nonces are kept in
-their own table, across games. The journal doubles as an audit log
+event carries its wall-clock time), stats. A fire's signature nonce is kept
+in its row, so spent signatures stay spent across games; a small ``games``
+table says where each game's events start. The journal doubles as an audit log
 (``salvo journal export``).
 
 WAL mode with ``synchronous=NORMAL``: a committed event survives the process
@@ -35,18 +36,38 @@ CREATE TABLE IF NOT EXISTS arenas (
     config TEXT NOT NULL            -- the settings the arena was created with
 );
 CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,         -- journal order (rows are never deleted, so ids only grow)
     arena TEXT NOT NULL,
     game INTEGER NOT NULL,          -- the game the event was applied to
     event TEXT NOT NULL,            -- JSON, see event_to_json
     nonce BLOB                      -- a fire's signature nonce: a resume loads earlier games' ones
 );
-CREATE INDEX IF NOT EXISTS events_by_game ON events (arena, game, id);
+"""
+
+#: Where each game's events start. Written once per game, so that a commit of
+#: events writes one b-tree (the events table), not an index beside it: an
+#: index on (arena, game) made a shot's commit twice as expensive. A game's
+#: events are read as a rowid range scan from ``first_id``.
+GAMES = """
+CREATE TABLE games (
+    arena TEXT NOT NULL,
+    game INTEGER NOT NULL,
+    first_id INTEGER NOT NULL,
+    PRIMARY KEY (arena, game)
+) WITHOUT ROWID;
 """
 
 #: State files written before the nonce moved into ``events`` (one b-tree
 #: less to write per commit: ~25% of a commit) keep their nonces here.
 LEGACY = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'nonces'"
+HAS_GAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'games'"
+#: The events ``e`` of game ``g``: ids from its first to (not including) the
+#: next game's of the same arena; a game's events all come before the next's.
+GAME_EVENTS = (
+    "e.id >= g.first_id AND e.id < COALESCE((SELECT MIN(n.first_id) FROM games n"
+    " WHERE n.arena = g.arena AND n.game > g.game), 9223372036854775807)"
+    " AND e.arena = g.arena AND e.game = g.game"
+)
 
 
 # -- events as JSON ---------------------------------------------------------------------
@@ -132,6 +153,15 @@ class Store:
             if "nonce" not in columns:
                 self._db.execute("ALTER TABLE events ADD COLUMN nonce BLOB")
             self._legacy_nonces = self._db.execute(LEGACY).fetchone() is not None
+            if self._db.execute(HAS_GAMES).fetchone() is None:
+                # A new file, or one from before the games table (which had an
+                # index instead, and AUTOINCREMENT ids: both kept working).
+                self._db.execute("BEGIN")
+                self._db.execute(GAMES)
+                self._db.execute("INSERT INTO games SELECT arena, game, MIN(id) FROM events GROUP BY arena, game")
+                self._db.execute("DROP INDEX IF EXISTS events_by_game")
+                self._db.execute("COMMIT")
+            self._games = set(self._db.execute("SELECT arena, game FROM games").fetchall())
 
     def close(self) -> None:
         with self._lock:
@@ -163,25 +193,30 @@ class Store:
         """Persist accepted events in one transaction (a group commit: one
         commit's cost for a whole salvo that arrived at once)."""
         rows = [(a, g, dumps(event_to_json(ev)), ev.nonce if isinstance(ev, Fire) else None) for a, g, ev in entries]
+        started: list[tuple[str, int]] = []
         with self._lock:
-            self._db.execute("BEGIN")
+            db = self._db
+            db.execute("BEGIN")
             try:
-                self._db.executemany("INSERT INTO events (arena, game, event, nonce) VALUES (?, ?, ?, ?)", rows)
-                self._db.execute("COMMIT")
+                for row in rows:
+                    cursor = db.execute("INSERT INTO events (arena, game, event, nonce) VALUES (?, ?, ?, ?)", row)
+                    game = (row[0], row[1])
+                    if game not in self._games and game not in started:
+                        db.execute("INSERT OR IGNORE INTO games VALUES (?, ?, ?)", (*game, cursor.lastrowid))
+                        started.append(game)
+                db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
+            self._games.update(started)
 
     def current_game(self, arena: str) -> tuple[int, list[Event]]:
         """The number of the last game with events, and its events in order."""
         with self._lock:
-            row = self._db.execute("SELECT MAX(game) FROM events WHERE arena = ?", (arena,)).fetchone()
-            if row[0] is None:
-                return 1, []
-            rows = self._db.execute(
-                "SELECT event FROM events WHERE arena = ? AND game = ? ORDER BY id", (arena, row[0])
-            ).fetchall()
-        return int(row[0]), [event_from_json(json.loads(r[0])) for r in rows]
+            row = self._db.execute("SELECT MAX(game) FROM games WHERE arena = ?", (arena,)).fetchone()
+        if row[0] is None:
+            return 1, []
+        return int(row[0]), self.events(arena, int(row[0]))
 
     def config_before(self, arena: str, game_no: int) -> Config | None:
         """The settings of the last Configure event before game ``game_no``."""
@@ -212,13 +247,17 @@ class Store:
         """(game number, number of events) of every game in the journal."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT game, COUNT(*) FROM events WHERE arena = ? GROUP BY game ORDER BY game", (arena,)
+                f"SELECT g.game, (SELECT COUNT(*) FROM events e WHERE {GAME_EVENTS})"
+                " FROM games g WHERE g.arena = ? ORDER BY g.game",
+                (arena,),
             ).fetchall()
         return [(int(g), int(n)) for g, n in rows]
 
     def events(self, arena: str, game_no: int) -> list[Event]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT event FROM events WHERE arena = ? AND game = ? ORDER BY id", (arena, game_no)
+                f"SELECT e.event FROM games g JOIN events e ON {GAME_EVENTS}"
+                " WHERE g.arena = ? AND g.game = ? ORDER BY e.id",
+                (arena, game_no),
             ).fetchall()
         return [event_from_json(json.loads(r[0])) for r in rows]
