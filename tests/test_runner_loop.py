@@ -35,7 +35,7 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due() -> None:
     link = _Link(client, "connection")
     now = 0.0
     while now < 200:
-        link.connect_due(now, "t", broker.url)
+        link.connect_due(now, "t", broker)
         now += 0.25
     gaps = [b - a for a, b in itertools.pairwise(tries)]
     assert tries[0] == 0.0
