@@ -373,12 +373,15 @@ class ArenaRunner:
                 # loop_read takes one packet per call (more only while QoS
                 # messages are in flight): read on while messages arrive, so
                 # a salvo becomes one batch with one journal commit.
+                plain = type(sock) is socket.socket  # no TLS or websocket buffer in between
                 for _ in range(BATCH_MAX):
                     before = self._received
                     if client.loop_read() != paho.MQTT_ERR_SUCCESS or client.socket() is None:
                         break
                     if self._received == before:
                         break
+                    if plain and not select.select([sock], [], [], 0)[0]:
+                        break  # nothing more yet: cheaper to ask than a loop_read that finds nothing
             if client.socket() is not None and (sock in writable or client.want_write()):
                 client.loop_write()
         mono = time.monotonic()

@@ -60,6 +60,7 @@ CREATE TABLE games (
 #: State files written before the nonce moved into ``events`` (one b-tree
 #: less to write per commit: ~25% of a commit) keep their nonces here.
 LEGACY = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'nonces'"
+INSERT_EVENT = "INSERT INTO events (arena, game, event, nonce) VALUES (?, ?, ?, ?)"
 HAS_GAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'games'"
 #: The events ``e`` of game ``g``: ids from its first to (not including) the
 #: next game's of the same arena; a game's events all come before the next's.
@@ -196,10 +197,15 @@ class Store:
         started: list[tuple[str, int]] = []
         with self._lock:
             db = self._db
+            if len(rows) == 1 and rows[0][:2] in self._games:
+                # A lone event of a known game (a shot, one at a time): one
+                # statement is its own transaction, no BEGIN and COMMIT calls.
+                db.execute(INSERT_EVENT, rows[0])
+                return
             db.execute("BEGIN")
             try:
                 for row in rows:
-                    cursor = db.execute("INSERT INTO events (arena, game, event, nonce) VALUES (?, ?, ?, ?)", row)
+                    cursor = db.execute(INSERT_EVENT, row)
                     game = (row[0], row[1])
                     if game not in self._games and game not in started:
                         db.execute("INSERT OR IGNORE INTO games VALUES (?, ?, ?)", (*game, cursor.lastrowid))
