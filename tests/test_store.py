@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
+from salvo.codec import dumps
 from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase, Tick
 from salvo.protocol import Arena
 from salvo.referee import make_arenas
-from salvo.store import Store
+from salvo.store import Store, event_from_json, event_text, event_to_json
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -236,3 +237,17 @@ def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
     again = resumed(store, "x", key)
     assert again.game.snapshot() == d.game.snapshot()
     assert list(again.game.players) == ["carol"] and again.game.game_no == 2
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        Fire("bob", 0, 9, 12, b"\x00" * 24, 1_763_812_345.123456),
+        Fire("a-b_C", 9, 0, None, None, 0.1),
+        Fire('odd "name" \u00e9', 3, 4, 0, b"n" * 24, 1e21),
+        Tick(5.5),
+    ],
+)
+def test_an_events_journal_text_is_its_json(event: Event) -> None:
+    assert event_text(event) == dumps(event_to_json(event))
+    assert event_from_json(json.loads(event_text(event))) == event

@@ -20,7 +20,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import nacl.hash
 from nacl.encoding import RawEncoder
@@ -34,10 +34,10 @@ from salvo.topics import NAME_RE, Inbound, Route, name_error
 KEY_CACHE_SIZE: Final = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """An accepted event to persist before the publishes that follow it,
-    with the number of the game it was applied to (a reset tick ends one)."""
+    with the number of the game it was applied to (a reset tick ends one).
+    (NamedTuples, this and Log: one of each per message, like Publish.)"""
 
     event: Event
     game_no: int
@@ -53,8 +53,7 @@ class DeriveKey:
     digest: bytes = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Log:
+class Log(NamedTuple):
     """One log line: ``text % args`` when there are args, formatted only
     when the line is logged (the referee's own log level may be above it)."""
 
