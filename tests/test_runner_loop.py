@@ -5,16 +5,19 @@ work handed over by other threads."""
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
 from pathlib import Path
 
 import paho.mqtt.client as paho
+import pytest
 
 from salvo import crypto
 from salvo.engine import Config
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.perf import free_port
-from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, _Link, make_arenas
+from salvo.protocol import Log
+from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, _Link, emit, make_arenas
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
@@ -67,3 +70,27 @@ def test_a_referee_started_before_its_broker_connects_when_it_comes_up(tmp_path:
     finally:
         ref.stop()
         mosq.stop()
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise AssertionError("formatted although the level is off")
+
+
+def test_log_effects_are_formatted_only_when_logged_and_percent_signs_stay_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="salvo")
+    emit("a1", Log(True, "lobby closed (50% of teams absent)"))
+    emit("a1", Log(False, "reject fire /players/a%sb/fire: malformed"))
+    emit("a1", Log(True, "accept %s %s: %s", ("fire", "/players/bob/fire", "alice fired at bob (1,2) 1/5")))
+    assert [r.getMessage() for r in caplog.records] == [
+        "[a1] lobby closed (50% of teams absent)",
+        "[a1] reject fire /players/a%sb/fire: malformed",
+        "[a1] accept fire /players/bob/fire: alice fired at bob (1,2) 1/5",
+    ]
+    assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING, logging.INFO]
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="salvo")
+    emit("a1", Log(True, "accept %s", (_Unprintable(),)))  # below the level: never formatted
+    assert caplog.records == []

@@ -103,17 +103,25 @@ def test_signatures_stay_spent_across_games_and_restarts(tmp_path: Path) -> None
     assert store.nonces("") == {nonce} | set(d.game.used_nonces)
 
 
-def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
+def _old_state_file(path: Path, events_schema: str) -> sqlite3.Connection:
+    """A state file as an earlier version wrote it: its arenas table and the given events schema."""
     old = sqlite3.connect(path)
     old.executescript(
+        "CREATE TABLE arenas (prefix TEXT PRIMARY KEY, seed TEXT NOT NULL, config TEXT NOT NULL);" + events_schema
+    )
+    return old
+
+
+def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    old = _old_state_file(
+        path,
         """
-        CREATE TABLE arenas (prefix TEXT PRIMARY KEY, seed TEXT NOT NULL, config TEXT NOT NULL);
         CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, arena TEXT NOT NULL,
                              game INTEGER NOT NULL, event TEXT NOT NULL);
         CREATE TABLE nonces (arena TEXT NOT NULL, nonce BLOB NOT NULL, game INTEGER NOT NULL,
                              PRIMARY KEY (arena, nonce)) WITHOUT ROWID;
-        """
+        """,
     )
     old.execute("INSERT INTO nonces VALUES ('', ?, 1)", (b"o" * 24,))
     old.commit()
@@ -157,14 +165,13 @@ def test_each_games_events_are_read_back_in_order_among_other_arenas(tmp_path: P
 
 def test_a_state_file_from_before_the_games_table_is_read_and_carried_on(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    old = sqlite3.connect(path)
-    old.executescript(
+    old = _old_state_file(
+        path,
         """
-        CREATE TABLE arenas (prefix TEXT PRIMARY KEY, seed TEXT NOT NULL, config TEXT NOT NULL);
         CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, arena TEXT NOT NULL,
                              game INTEGER NOT NULL, event TEXT NOT NULL, nonce BLOB);
         CREATE INDEX events_by_game ON events (arena, game, id);
-        """
+        """,
     )
     for arena, game, now in INTERLEAVED[:6]:
         old.execute(

@@ -516,11 +516,7 @@ class ArenaRunner:
                 future = self._pool.submit(_team_key, self._registry, effect.name, effect.secret)
                 future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
-                level = logging.INFO if effect.accepted else logging.WARNING
-                if effect.args:  # formatted only if the level is on
-                    log.log(level, "[%s] " + effect.text, self.name, *effect.args)
-                else:
-                    log.log(level, "[%s] %s", self.name, effect.text)
+                emit(self.name, effect)
 
     def _flush(self) -> None:
         """Journal the batch's events, then publish its effects, then ack its
@@ -562,6 +558,17 @@ class ArenaRunner:
         self.connected.clear()
         self._wake_r.close()
         self._wake_w.close()
+
+
+def emit(arena: str, line: Log) -> None:
+    """Log one Log effect under the arena's name. Its args are formatted only
+    when the level is on; a text without args is never used as a format
+    (reasons and topics may hold ``%``)."""
+    level = logging.INFO if line.accepted else logging.WARNING
+    if line.args:
+        log.log(level, "[%s] " + line.text, arena, *line.args)
+    else:
+        log.log(level, "[%s] %s", arena, line.text)
 
 
 def _pending(sock: Any) -> bool:

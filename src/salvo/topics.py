@@ -104,8 +104,6 @@ class Topics:
         self.sunk = lru_cache(maxsize=1024)(self._sunk)
         self.ship_error = lru_cache(maxsize=1024)(self._ship_error)
         self.place = lru_cache(maxsize=1024)(self._place)
-        #: Routes are immutable: a team's fire topic is taken apart once.
-        self.parse_inbound = lru_cache(maxsize=1024)(self._parse_inbound)
 
     def _player_error(self, name: str) -> str:
         return f"{self._players}/{name}/error"
@@ -192,7 +190,7 @@ class Topics:
 
     # -- parsing -------------------------------------------------------------
 
-    def _parse_inbound(self, topic: str) -> Route | None:
+    def parse_inbound(self, topic: str) -> Route | None:
         """Take an inbound topic apart; None when it is not one of ours."""
         if topic == self.request_participation:
             return Route(Inbound.JOIN)
