@@ -18,6 +18,7 @@ from salvo.mqtt import Broker, connect_async, new_client
 from salvo.perf import free_port
 from salvo.protocol import Log
 from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, _Link, emit, make_arenas
+from salvo.topics import Topics
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
@@ -94,3 +95,32 @@ def test_log_effects_are_formatted_only_when_logged_and_percent_signs_stay_text(
     caplog.set_level(logging.WARNING, logger="salvo")
     emit("a1", Log(True, "accept %s", (_Unprintable(),)))  # below the level: never formatted
     assert caplog.records == []
+
+
+def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosquitto, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    doomed, fine = f"d{tag}", f"f{tag}"
+    arenas = make_arenas([doomed, fine], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+
+    def bug(*_a: object) -> list[object]:
+        raise ZeroDivisionError("a bug in the arena")
+
+    arenas[0].on_message = bug  # type: ignore[method-assign]
+    ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"one-{tag}")
+    ref.start()
+    rec = Recorder(broker, "referee", [f"/{fine}/#", f"/{doomed}/#"])
+    try:
+        assert ref.wait_connected(10)
+        threads = {r._thread for r in ref.runners}
+        assert len(threads) == 1 and next(iter(threads)) is not None
+        rec.wait_for(f"/{doomed}/game/server", "up", timeout=10)
+        rec.publish(Topics(doomed).request_participation, '{"name": "ann", "secret": "s"}')
+        wait_until(lambda: not ref.runners[0].alive, 10, "the crashed arena to stop")
+        assert "ZeroDivisionError" in (ref.fatal or "") and ref.any_stopped()
+        rec.wait_for(f"/{doomed}/game/server", "down", timeout=10)  # it said goodbye
+        assert ref.runners[1].alive and ref.runners[1].fatal is None
+        rec.publish(Topics(fine).request_participation, '{"name": "bob", "secret": "s"}')
+        rec.wait_for(Topics(fine).players_list, '["bob"]', timeout=10)  # the other arena plays on
+    finally:
+        rec.close()
+        ref.stop()

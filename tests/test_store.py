@@ -4,8 +4,12 @@ point is exactly the referee that was running."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import stat
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,10 +18,11 @@ from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
 from salvo.codec import dumps
-from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase, Tick
-from salvo.protocol import Arena
-from salvo.referee import make_arenas
-from salvo.store import Store, event_from_json, event_text, event_to_json
+from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase, Publish, Tick
+from salvo.mqtt import Broker
+from salvo.protocol import Arena, Record
+from salvo.referee import ArenaRunner, make_arenas
+from salvo.store import StateInUse, Store, event_from_json, event_text, event_to_json
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -258,3 +263,153 @@ def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
 def test_an_events_journal_text_is_its_json(event: Event) -> None:
     assert event_text(event) == dumps(event_to_json(event))
     assert event_from_json(json.loads(event_text(event))) == event
+
+
+# -- the spool: durable before the results go out, in SQLite after ------------------------
+
+KILLED_WRITER = """
+import os, sys
+from pathlib import Path
+from salvo.engine import Fire, Tick
+from salvo.store import Store
+store = Store(Path(sys.argv[1]))
+store.record_many([("a", 1, Tick(1.0))])
+store.settle()
+store.record_many([("a", 1, Fire("bob", 3, 4, 7, b"k" * 24, 2.0)), ("a", 2, Tick(3.0))])
+os._exit(0)  # killed before its SQLite commit: no settle, no close
+"""
+
+
+def _killed_writer(path: Path) -> None:
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path)], check=True)
+
+
+@pytest.mark.parametrize("writer", [True, False])
+def test_events_a_killed_referee_had_only_spooled_are_taken_in_on_the_next_open(tmp_path: Path, writer: bool) -> None:
+    path = tmp_path / "state.db"
+    _killed_writer(path)
+    spool = Path(f"{path}-spool")
+    assert spool.stat().st_size > 0 and stat.S_IMODE(spool.stat().st_mode) == 0o600
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT COUNT(*) FROM events").fetchone() == (1,)  # only the settled one
+    store = Store(path, writer=writer)  # a restarted referee, or an audit
+    assert store.events("a", 1) == [Tick(1.0), Fire("bob", 3, 4, 7, b"k" * 24, 2.0)]
+    assert store.current_game("a") == (2, [Tick(3.0)])
+    assert store.nonces("a") == {b"k" * 24}
+    assert spool.stat().st_size == 0
+    store.close()
+
+
+def test_a_cut_off_or_damaged_spool_line_ends_what_is_taken_in(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "state.db"
+    _killed_writer(path)
+    spool = Path(f"{path}-spool")
+    good = spool.read_bytes()
+    spool.write_bytes(good + b'4\t"a"\t2\t-\t{"type":"ti')  # a power cut mid-line
+    with caplog.at_level(logging.WARNING, "salvo.store"):
+        store = Store(path)
+    assert store.current_game("a") == (2, [Tick(3.0)])
+    assert "1 damaged spool line" in caplog.text
+    store.record_many([("a", 2, Tick(4.0))])  # ids go on after the taken-in ones
+    assert store.current_game("a") == (2, [Tick(3.0), Tick(4.0)])
+    store.close()
+    # garbage in the middle: the lines before it are kept, nothing after it
+    _killed_writer(other := tmp_path / "other.db")
+    lines = Path(f"{other}-spool").read_bytes().splitlines(keepends=True)
+    assert len(lines) == 3
+    Path(f"{other}-spool").write_bytes(b"".join(lines[:2]) + b"\xff\xfe not a line\n" + lines[2])
+    again = Store(other)
+    assert again.events("a", 1) == [Tick(1.0), Fire("bob", 3, 4, 7, b"k" * 24, 2.0)]
+    assert again.games("a") == [(1, 2)]  # game 2's one event came after the damage
+    again.close()
+
+
+def test_a_second_referee_on_the_same_state_file_is_refused_and_an_audit_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.add_arena("p", "1/p", CONFIG)
+    store.record_many([("p", 1, Tick(1.0))])  # spooled, not yet settled
+    with pytest.raises(StateInUse, match="in use by another referee"):
+        Store(path)
+    reader = Store(path, writer=False)
+    assert reader.games("p") == []  # a live referee's spool is its own: not touched
+    assert Path(f"{path}-spool").stat().st_size > 0
+    with pytest.raises(RuntimeError):
+        reader.record_many([("p", 1, Tick(2.0))])
+    store.settle()
+    assert reader.games("p") == [(1, 1)]
+    reader.close()
+    refused = CliRunner().invoke(main, ["referee", "--state", str(path), "--broker", "mqtt://127.0.0.1:1"])
+    assert refused.exit_code == ExitCode.LOCAL_FILE
+    assert "in use by another referee" in refused.output
+    store.close()
+    Store(path).close()  # closed: free again
+
+
+def test_the_spool_is_emptied_once_it_is_large_and_all_in_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("salvo.store.SPOOL_RESET_BYTES", 200)
+    path = tmp_path / "state.db"
+    spool = Path(f"{path}-spool")
+    store = Store(path)
+    sizes = []
+    for i in range(10):
+        store.record_many([("a", 1, Tick(float(i)))])
+        store.settle()
+        sizes.append(spool.stat().st_size)
+    reset = sizes.index(0)  # emptied once it had grown past 200 bytes
+    assert sizes[:reset] == sorted(sizes[:reset]) and sizes[reset - 1] + 36 >= 200 and max(sizes) < 200
+    assert store.events("a", 1) == [Tick(float(i)) for i in range(10)]
+    store.close()
+
+
+def test_a_batch_is_spooled_before_its_results_go_out_and_committed_when_the_arena_is_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The referee's order: spool append, publishes, acks; the SQLite commit
+    once there is nothing to read, or once SETTLE_MAX events wait for it."""
+    path = tmp_path / "state.db"
+    store = Store(path)
+    (arena,) = make_arenas(["p"], CONFIG, 1, PrivateKey.generate(), store)
+    runner = ArenaRunner(
+        arena, Broker.from_url("mqtt://127.0.0.1:1"), client_id="t", pool=ThreadPoolExecutor(1), journal=store
+    )
+    seen: list[tuple[str, int, int]] = []
+
+    def in_sqlite() -> int:
+        with sqlite3.connect(path) as raw:
+            return int(raw.execute("SELECT COUNT(*) FROM events WHERE arena = 'p'").fetchone()[0])
+
+    def spooled() -> int:
+        return Path(f"{path}-spool").read_bytes().count(b'"type":"tick"')
+
+    class Out:
+        def publish(self, topic: str, payload: str, qos: int = 0, retain: bool = False) -> None:
+            seen.append((topic, spooled(), in_sqlite()))
+
+    class In:
+        def ack(self, mid: int, qos: int) -> None:
+            seen.append(("ack", spooled(), in_sqlite()))
+
+    runner.out, runner.client = Out(), In()  # type: ignore[assignment]
+
+    def batch(*ticks: float) -> None:
+        runner._execute([*(Record(Tick(t), 1) for t in ticks), Publish("/p/game/state", "lobby", True)])
+        runner._acks.append((7, 1))
+        runner._flush()
+
+    batch(5.0)
+    assert seen == [("/p/game/state", 1, 0), ("ack", 1, 0)]
+    batch(6.0)  # the next message does not wait for the first one's commit
+    assert seen[2:] == [("/p/game/state", 2, 0), ("ack", 2, 0)]
+    assert in_sqlite() == 0
+    runner._poll(0)  # nothing to read: now the commit
+    assert in_sqlite() == 2
+    monkeypatch.setattr("salvo.referee.SETTLE_MAX", 3)
+    batch(7.0, 8.0, 9.0)  # a busy arena commits every SETTLE_MAX events
+    assert in_sqlite() == 5 and seen[-1] == ("ack", 5, 2)
+    assert store.events("p", 1)[-5:] == [Tick(5.0), Tick(6.0), Tick(7.0), Tick(8.0), Tick(9.0)]
+    store.close()

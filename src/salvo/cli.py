@@ -583,7 +583,7 @@ def journal_export(out: Any, state: Path, arena: str, game_no: int | None, with_
 
     from salvo.store import Store, config_to_json, event_to_json
 
-    store = Store(state)
+    store = Store(state, writer=False)  # a referee may be running on it
     try:
         known = store.arena(arena)
         games = dict(store.games(arena))

@@ -2,19 +2,19 @@
 
 Threads, and why:
 
-* one *arena thread* per arena drives that arena's two paho connections
-  itself (paho's external-loop API: ``select`` on their sockets, then
+* one *arena thread* drives every arena's two paho connections itself
+  (paho's external-loop API: one ``select`` on all their sockets, then
   ``loop_read``/``loop_write``/``loop_misc``; no ``loop_start`` threads) and
-  owns its :class:`~salvo.protocol.Arena`. paho's callbacks, which run
-  inside ``loop_read``, only hand messages off to the arena's inbox; after
-  each read the thread applies what was handed off as one batch, executes
-  the effects in order (persist, then publish) and then acknowledges the
-  messages (manual QoS 1 acks: a message is acknowledged only once its
-  outcome is stored, so a crash makes the broker redeliver it). It also
-  fires the timers and reconnects with back-off. One thread instead of three
-  per arena: every hand-over between threads costs a GIL switch, and under
-  load those switches, not the game, were most of the referee's CPU (see
-  docs/performance.md).
+  owns the :class:`~salvo.protocol.Arena` objects. paho's callbacks, which
+  run inside ``loop_read``, only hand messages off to their arena's inbox;
+  after each read the thread applies what was handed off as one batch,
+  executes the effects in order (persist, then publish) and then
+  acknowledges the messages (manual QoS 1 acks: a message is acknowledged
+  only once its outcome is durable, so a crash makes the broker redeliver
+  it). It also fires the timers and reconnects with back-off. One thread,
+  not one per arena or three: every hand-over between threads costs a GIL
+  switch, and under load those switches, not the game, were most of the
+  referee's CPU (see docs/performance.md).
 * a shared thread pool derives argon2id keys (70 ms, 64 MiB each; libsodium
   releases the GIL), so joins never stall other messages; results come back
   through a queue and a wake-up socket.
@@ -34,7 +34,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -68,6 +68,9 @@ QOS0_BACKLOG: Final = 2_000
 REPORTS_PER_S: Final = 200.0
 #: At most this many queued items are handled (and journaled) as one batch.
 BATCH_MAX: Final = 64
+#: Spooled events wait for their SQLite commit until the arena has nothing to
+#: read, or until there are this many (see _poll).
+SETTLE_MAX: Final = 256
 
 #: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
 #: for a burst of shots and reports).
@@ -77,7 +80,12 @@ MAX_INFLIGHT: Final = 20
 class Journal(Protocol):
     """Where accepted events are persisted (see :mod:`salvo.store`)."""
 
-    def record_many(self, entries: list[tuple[str, int, Event]]) -> None: ...
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> None:
+        """Make the events durable (they survive this process being killed)."""
+
+    def settle(self) -> None:
+        """Finish storing what was recorded: off the critical path, after the
+        batch's results are out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +195,9 @@ class ArenaRunner:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._thread = threading.Thread(target=self._run, name=f"arena-{self.name}", daemon=True)
+        #: the thread that drives this arena (and maybe others), once started
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
         self.connected = threading.Event()
         self.fatal: str | None = None
         self.dropped = 0
@@ -221,6 +231,8 @@ class ArenaRunner:
         self._records: list[tuple[str, int, Event]] = []
         self._outbox: list[Publish] = []
         self._acks: list[tuple[int, int]] = []
+        #: events recorded (spooled) but not yet settled into SQLite
+        self._unsettled = 0
         self._report_tokens = REPORTS_PER_S
         self._report_refill = clock()
 
@@ -276,10 +288,14 @@ class ArenaRunner:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Run this arena on a thread of its own (a Referee runs all of its
+        arenas on one)."""
+        _ArenaThread([self]).start()
+
+    def _begin(self) -> None:
         # Only records where to connect: the arena thread connects.
         connect_async(self.out, self._broker)
         connect_async(self.client, self._broker, session_expiry_s=self._expiry)
-        self._thread.start()
 
     def _put(self, item: object) -> None:
         """From any thread: queue a control item and wake the arena thread."""
@@ -302,48 +318,35 @@ class ArenaRunner:
         self._put(_STOP)
 
     def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
+        self._stopped.wait(timeout)
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread is not None and self._thread.is_alive() and not self._stopped.is_set()
 
-    # -- the arena thread ---------------------------------------------------------------------
+    # -- driven by the arena thread ------------------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            while True:
-                mono = time.monotonic()
-                for link in self._links:
-                    link.connect_due(mono, self.name, self._broker)
-                deadline = self.arena.next_deadline()
-                now = self._clock()
-                if self._high or self._low:
-                    timeout = 0.0
-                elif deadline is None:
-                    timeout = MISC_EVERY_S  # keepalive and reconnect bookkeeping
-                else:
-                    # overdue but held (see _timer_due): look again shortly
-                    timeout = min(MISC_EVERY_S, max(0.1, deadline - now) if now >= deadline else deadline - now)
-                self._poll(timeout)
-                if self._work():
-                    break
-                now = self._clock()
-                if self._timer_due(self.arena.next_deadline(), now):
-                    self._execute(self.arena.on_tick(now))
-                    self._flush()
-        except Exception as exc:  # a bug: say so loudly, stop this arena
-            log.exception("[%s] arena thread crashed", self.name)
-            self.fatal = f"internal error: {exc!r}"
-        finally:
-            self._shutdown()
+    def _prepare(self, mono: float, rlist: list[Any], wlist: list[Any]) -> float:
+        """Before a ``select``: reconnect what is due, add this arena's
+        sockets, and say how long it may wait."""
+        for link in self._links:
+            link.connect_due(mono, self.name, self._broker)
+        deadline = self.arena.next_deadline()
+        now = self._clock()
+        if self._high or self._low:
+            timeout = 0.0
+        elif deadline is None:
+            timeout = MISC_EVERY_S  # keepalive and reconnect bookkeeping
+        else:
+            # overdue but held (see _timer_due): look again shortly
+            timeout = min(MISC_EVERY_S, max(0.1, deadline - now) if now >= deadline else deadline - now)
+        return 0.0 if self._sockets(rlist, wlist) else timeout
 
-    def _poll(self, timeout: float) -> None:
-        """One pass of network I/O for both connections (what paho's own
-        loop does): wait up to ``timeout`` for a socket, read what arrived
-        (the callbacks fill the inbox), write what is queued, keep alive."""
-        rlist: list[Any] = [self._wake_r]
-        wlist: list[Any] = []
+    def _sockets(self, rlist: list[Any], wlist: list[Any]) -> bool:
+        """Add this arena's sockets to a ``select``; True when it must not
+        wait (TLS: bytes already decrypted, select cannot see them)."""
+        rlist.append(self._wake_r)
+        buffered = False
         for link in self._links:
             sock = link.client.socket()
             if sock is None:
@@ -351,12 +354,44 @@ class ArenaRunner:
             rlist.append(sock)
             if link.client.want_write():
                 wlist.append(sock)
-            if _pending(sock):
-                timeout = 0.0  # TLS: bytes already decrypted, select cannot see them
+            buffered = buffered or _pending(sock)
+        return buffered
+
+    def _advance(self, readable: Collection[Any], writable: Collection[Any]) -> bool:
+        """After a ``select``: network I/O, then the batch, then the timers.
+        False once this arena has stopped (asked to, or crashed)."""
         try:
-            readable, writable, _ = select.select(rlist, wlist, [], timeout)
-        except (OSError, ValueError):  # a socket closed between socket() and select
-            readable, writable = [], []
+            self._io(readable, writable)
+            if self._work():
+                self._shutdown()
+                return False
+            now = self._clock()
+            if self._timer_due(self.arena.next_deadline(), now):
+                self._execute(self.arena.on_tick(now))
+                self._flush()
+            return True
+        except Exception as exc:
+            self._crashed(exc)
+            return False
+
+    def _crashed(self, exc: Exception) -> None:
+        """A bug: say so loudly, stop this arena."""
+        log.exception("[%s] arena crashed", self.name, exc_info=exc)
+        self.fatal = f"internal error: {exc!r}"
+        with contextlib.suppress(Exception):
+            self._shutdown()
+
+    def _poll(self, timeout: float) -> None:
+        """One pass of network I/O for this arena alone: wait up to
+        ``timeout`` for a socket, read what arrived (the callbacks fill the
+        inbox), write what is queued, keep alive."""
+        rlist: list[Any] = []
+        wlist: list[Any] = []
+        if self._sockets(rlist, wlist):
+            timeout = 0.0
+        self._io(*_wait([self], rlist, wlist, timeout))
+
+    def _io(self, readable: Collection[Any], writable: Collection[Any]) -> None:
         if self._wake_r in readable:
             # Items are put before the wake-up byte is sent: one put after
             # this drain leaves its byte for the next select.
@@ -520,17 +555,27 @@ class ArenaRunner:
 
     def _flush(self) -> None:
         """Journal the batch's events, then publish its effects, then ack its
-        messages: nothing is announced or acknowledged before it is on disk."""
-        if self._records:
-            if self._journal is not None:
-                self._journal.record_many(self._records)
-            self._records.clear()
+        messages: nothing is announced or acknowledged before it is durable.
+        The journal's SQLite commit comes later (its spool append made the
+        events durable): when the arena has nothing to read (see _poll), so
+        neither a shot's hit nor the next shot of a salvo waits for it."""
+        if self._records and self._journal is not None:
+            self._journal.record_many(self._records)
+            self._unsettled += len(self._records)
+        self._records.clear()
         for effect in self._outbox:
             self.out.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
         self._outbox.clear()
         for mid, qos in self._acks:
             self.client.ack(mid, qos)
         self._acks.clear()
+        if self._unsettled >= SETTLE_MAX:
+            self._settle()
+
+    def _settle(self) -> None:
+        if self._journal is not None:
+            self._journal.settle()
+        self._unsettled = 0
 
     def _report_budget(self) -> bool:
         """Take a token for one error report, if the bucket has one."""
@@ -547,6 +592,8 @@ class ArenaRunner:
         return lambda future: self._put(_KeyDone(job, future))
 
     def _shutdown(self) -> None:
+        with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
+            self._settle()
         if self.out.is_connected():
             # QoS 1 in order: once "down" is acknowledged, so is all before it.
             info = self.out.publish(self.arena.topics.server, "down", qos=1, retain=True)
@@ -569,6 +616,78 @@ def emit(arena: str, line: Log) -> None:
         log.log(level, "[%s] " + line.text, arena, *line.args)
     else:
         log.log(level, "[%s] %s", arena, line.text)
+
+
+class _ArenaThread:
+    """The one thread that drives a referee's arenas: ``select`` on all of
+    their sockets, then each arena's I/O, batch and timers in turn. Arena
+    threads of their own would hand the GIL to one another at every socket
+    call: four busy arenas on four threads cost ~220 us of referee CPU per
+    shot, on one thread ~130 (docs/performance.md). An arena that crashes
+    stops alone (its ``fatal`` says why); the others go on."""
+
+    def __init__(self, runners: list[ArenaRunner]) -> None:
+        self.runners = runners
+        self.thread = threading.Thread(target=self._run, name="arenas", daemon=True)
+
+    def start(self) -> None:
+        for runner in self.runners:
+            runner._thread = self.thread
+            runner._begin()
+        self.thread.start()
+
+    def _run(self) -> None:
+        active = list(self.runners)
+        try:
+            while active:
+                mono = time.monotonic()
+                rlist: list[Any] = []
+                wlist: list[Any] = []
+                timeout = MISC_EVERY_S
+                for runner in list(active):
+                    try:
+                        timeout = min(timeout, runner._prepare(mono, rlist, wlist))
+                    except Exception as exc:
+                        runner._crashed(exc)
+                        self._drop(active, runner)
+                if not active:
+                    break
+                readable, writable = _wait(active, rlist, wlist, timeout)
+                ready, can_write = set(readable), set(writable)
+                for runner in list(active):
+                    if not runner._advance(ready, can_write):
+                        self._drop(active, runner)
+        finally:
+            for runner in active:  # only on a BaseException
+                runner._stopped.set()
+
+    @staticmethod
+    def _drop(active: list[ArenaRunner], runner: ArenaRunner) -> None:
+        active.remove(runner)
+        runner._stopped.set()
+
+
+def _wait(
+    runners: list[ArenaRunner], rlist: list[Any], wlist: list[Any], timeout: float
+) -> tuple[list[Any], list[Any]]:
+    """``select``, and when nothing is to be read, the SQLite commit of what
+    the journal's spool already holds (off the critical path of every message)."""
+    unsettled = [r for r in runners if r._unsettled]
+    readable, writable = _select(rlist, wlist, 0.0 if unsettled else timeout)
+    if unsettled and not readable:
+        for runner in unsettled:
+            runner._settle()
+        if timeout > 0 and not writable:
+            readable, writable = _select(rlist, wlist, timeout)
+    return readable, writable
+
+
+def _select(rlist: list[Any], wlist: list[Any], timeout: float) -> tuple[list[Any], list[Any]]:
+    try:
+        readable, writable, _ = select.select(rlist, wlist, [], timeout)
+    except (OSError, ValueError):  # a socket closed between socket() and select
+        return [], []
+    return readable, writable
 
 
 def _pending(sock: Any) -> bool:
@@ -622,8 +741,7 @@ class Referee:
         ]
 
     def start(self) -> None:
-        for runner in self.runners:
-            runner.start()
+        _ArenaThread(self.runners).start()
 
     def wait_connected(self, timeout: float) -> bool:
         end = time.monotonic() + timeout

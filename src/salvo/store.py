@@ -9,21 +9,32 @@ in its row, so spent signatures stay spent across games; a small ``games``
 table says where each game's events start. The journal doubles as an audit log
 (``salvo journal export``).
 
-WAL mode with ``synchronous=NORMAL``: a committed event survives the process
-being killed (it is in the WAL); only a power cut may lose the last few. The
-file holds team keys, so it is created mode 0600.
+Write-ahead in two steps, so that a shot's result is not held up by an SQLite
+commit: an accepted batch is first appended to a spool file beside the state
+file (``<state>-spool``, one ``write()``: from then on it survives the process
+being killed), then published, then moved into SQLite in one transaction
+(:meth:`Store.settle`, right after the publishes). Whoever opens the state
+file next with no referee holding it takes the complete lines a killed
+referee left in the spool first. SQLite runs in WAL mode with
+``synchronous=NORMAL``: as with the spool, only a power cut may lose the
+last few events. The spool is locked (``flock``) while a referee writes: a
+second referee on the same state file is refused. Both files hold team keys,
+so they are created mode 0600.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from salvo.codec import dumps
 from salvo.engine import CloseLobby, Config, Configure, Event, Fire, Join, Place, Tick
@@ -60,7 +71,10 @@ CREATE TABLE games (
 #: State files written before the nonce moved into ``events`` (one b-tree
 #: less to write per commit: ~25% of a commit) keep their nonces here.
 LEGACY = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'nonces'"
-INSERT_EVENT = "INSERT INTO events (arena, game, event, nonce) VALUES (?, ?, ?, ?)"
+INSERT_EVENT = "INSERT INTO events (id, arena, game, event, nonce) VALUES (?, ?, ?, ?, ?)"
+INSERT_GAME = "INSERT OR IGNORE INTO games VALUES (?, ?, ?)"
+TAKE_EVENT = "INSERT OR IGNORE INTO events (id, arena, game, event, nonce) VALUES (?, ?, ?, ?, ?)"
+TAKE_GAMES = "INSERT OR IGNORE INTO games SELECT arena, game, MIN(id) FROM events WHERE id >= ? GROUP BY arena, game"
 HAS_GAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'games'"
 #: The events ``e`` of game ``g``: ids from its first to (not including) the
 #: next game's of the same arena; a game's events all come before the next's.
@@ -148,17 +162,72 @@ def config_from_json(text: str) -> Config:
 
 # -- the store -----------------------------------------------------------------------------
 
+log = logging.getLogger("salvo.store")
+
+#: Once the spool holds this much and all of it is in SQLite, it is emptied.
+SPOOL_RESET_BYTES: Final = 1 << 20
+
+
+class StateInUse(OSError):
+    """Another referee holds this state file."""
+
+
+#: An event on its way into SQLite: (id, arena, game, journal text, nonce, starts its game).
+_Row = tuple[int, str, int, str, "bytes | None", bool]
+
+
+def spool_line(row: _Row, arena_json: str) -> str:
+    """One spool line: id, arena (JSON), game, nonce (hex or -), event (JSON), tab-separated."""
+    nonce = row[4].hex() if row[4] is not None else "-"
+    return f"{row[0]}\t{arena_json}\t{row[2]}\t{nonce}\t{row[3]}\n"
+
+
+def _parse_spool_line(line: bytes) -> tuple[int, str, int, str, bytes | None]:
+    """The inverse of :func:`spool_line`; ValueError when the line is damaged."""
+    id_, arena, game, nonce, text = line.decode("utf-8").split("\t", 4)
+    name = json.loads(arena)
+    if not isinstance(name, str) or not isinstance(json.loads(text), dict):
+        raise ValueError("not a spool line")
+    return int(id_), name, int(game), text, None if nonce == "-" else bytes.fromhex(nonce)
+
 
 class Store:
-    """The referee's state file. Thread-safe: every arena thread records here."""
+    """The referee's state file. Thread-safe: every arena thread records here.
 
-    def __init__(self, path: Path) -> None:
+    ``writer=False`` (audits, ``salvo journal export``) neither locks nor
+    writes the spool; it still takes in what a killed referee left there
+    when no referee holds the file."""
+
+    def __init__(self, path: Path, *, writer: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._spool_path = Path(f"{path}-spool")
+        self._spool = -1
+        if writer:
+            self._spool = os.open(self._spool_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(self._spool, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(self._spool)
+                raise StateInUse(f"in use by another referee ({self._spool_path} is locked)") from None
+        try:
+            self._open_db(writer)
+        except BaseException:
+            if self._spool >= 0:
+                os.close(self._spool)
+            raise
+        self._spool_bytes = 0
+        self._arena_json: dict[str, str] = {}
+
+    def _open_db(self, writer: bool) -> None:
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        #: the SQLite connection; taken before _spool_lock when both are needed
         self._lock = threading.Lock()
+        #: ids, the spool file and the events not yet in SQLite
+        self._spool_lock = threading.Lock()
+        self._pending: list[_Row] = []
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -175,11 +244,78 @@ class Store:
                 self._db.execute("INSERT INTO games SELECT arena, game, MIN(id) FROM events GROUP BY arena, game")
                 self._db.execute("DROP INDEX IF EXISTS events_by_game")
                 self._db.execute("COMMIT")
+            if writer:
+                self._take_spool(self._spool)
+            else:
+                self._take_unheld_spool()
             self._games = set(self._db.execute("SELECT arena, game FROM games").fetchall())
+            self._next_id = int(self._db.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]) + 1
 
     def close(self) -> None:
+        self.settle()
         with self._lock:
-            self._db.close()
+            self._db.close()  # the last connection checkpoints the WAL into the file
+            if self._spool >= 0:
+                with self._spool_lock:
+                    self._sync_wal()  # left if a reader had the file open
+                    os.ftruncate(self._spool, 0)
+                    os.close(self._spool)  # and with it the lock
+                    self._spool = -1
+
+    # -- the spool ----------------------------------------------------------------------------
+
+    def _take_unheld_spool(self) -> None:
+        """A reader: take in a killed referee's spool, unless a referee holds it."""
+        try:
+            fd = os.open(self._spool_path, os.O_WRONLY)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)  # a live referee: it settles its own within a batch
+            return
+        try:
+            self._take_spool(fd)
+        finally:
+            os.close(fd)
+
+    def _take_spool(self, fd: int) -> None:
+        """Move the complete lines of a spool (locked, by ``fd``) into SQLite,
+        then empty it. Called with ``_lock`` held, before any event is recorded."""
+        data = self._spool_path.read_bytes()
+        if not data:
+            return
+        rows = []
+        lines = data.split(b"\n")
+        for line in lines[:-1]:  # the last piece has no newline: empty, or cut off by a power cut
+            try:
+                rows.append(_parse_spool_line(line))
+            except (ValueError, UnicodeDecodeError):
+                break
+        dropped = len(lines) - 1 - len(rows) + (1 if lines[-1] else 0)
+        if dropped:
+            log.warning("%s: %d damaged spool line(s) dropped, from the first one on", self._spool_path, dropped)
+        if rows:
+            db = self._db
+            db.execute("BEGIN")
+            # Some may have been settled before the referee stopped: ids tell.
+            db.executemany(TAKE_EVENT, rows)
+            db.execute(TAKE_GAMES, (min(r[0] for r in rows),))
+            db.execute("COMMIT")
+            self._sync_wal()
+            log.info("%s: %d event(s) a stopped referee had not yet settled taken in", self._spool_path, len(rows))
+        os.ftruncate(fd, 0)
+
+    def _sync_wal(self) -> None:
+        """Before the spool is emptied, what it held must be on disk in SQLite
+        (``synchronous=NORMAL`` does not sync commits, only checkpoints)."""
+        with contextlib.suppress(FileNotFoundError):
+            wal = os.open(f"{self.path}-wal", os.O_RDONLY)
+            try:
+                os.fsync(wal)
+            finally:
+                os.close(wal)
 
     # -- arenas -------------------------------------------------------------------------
 
@@ -200,37 +336,66 @@ class Store:
     # -- the journal ----------------------------------------------------------------------
 
     def record(self, arena: str, game_no: int, event: Event) -> None:
-        """Persist one accepted event (and its signature nonce) atomically."""
+        """Persist one accepted event (and its signature nonce), settled."""
         self.record_many([(arena, game_no, event)])
+        self.settle()
 
     def record_many(self, entries: list[tuple[str, int, Event]]) -> None:
-        """Persist accepted events in one transaction (a group commit: one
-        commit's cost for a whole salvo that arrived at once)."""
-        rows = [(a, g, event_text(ev), ev.nonce if isinstance(ev, Fire) else None) for a, g, ev in entries]
-        started: list[tuple[str, int]] = []
+        """Persist accepted events: one append to the spool, after which they
+        survive the process being killed. :meth:`settle` moves them into
+        SQLite (a referee calls it once the batch's results are out)."""
+        if self._spool < 0:
+            raise RuntimeError("a read-only store records nothing")
+        with self._spool_lock:
+            rows: list[_Row] = []
+            lines = []
+            for arena, game, ev in entries:
+                game_key = (arena, game)
+                starts = game_key not in self._games
+                if starts:
+                    self._games.add(game_key)
+                row = (self._next_id, arena, game, event_text(ev), ev.nonce if type(ev) is Fire else None, starts)
+                self._next_id += 1
+                rows.append(row)
+                arena_json = self._arena_json.get(arena) or self._arena_json.setdefault(arena, dumps(arena))
+                lines.append(spool_line(row, arena_json))
+            data = "".join(lines).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._spool, view) :]
+            self._spool_bytes += len(data)
+            self._pending += rows
+
+    def settle(self) -> None:
+        """Move recorded events into SQLite: one commit for all of them."""
         with self._lock:
+            with self._spool_lock:
+                rows, self._pending = self._pending, []
+            if not rows:
+                return
             db = self._db
-            if len(rows) == 1 and rows[0][:2] in self._games:
+            if len(rows) == 1 and not rows[0][5]:
                 # A lone event of a known game (a shot, one at a time): one
                 # statement is its own transaction, no BEGIN and COMMIT calls.
-                db.execute(INSERT_EVENT, rows[0])
-                return
-            db.execute("BEGIN")
-            try:
-                for row in rows:
-                    cursor = db.execute(INSERT_EVENT, row)
-                    game = (row[0], row[1])
-                    if game not in self._games and game not in started:
-                        db.execute("INSERT OR IGNORE INTO games VALUES (?, ?, ?)", (*game, cursor.lastrowid))
-                        started.append(game)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            self._games.update(started)
+                db.execute(INSERT_EVENT, rows[0][:5])
+            else:
+                db.execute("BEGIN")
+                try:
+                    db.executemany(INSERT_EVENT, [r[:5] for r in rows])
+                    db.executemany(INSERT_GAME, [(r[1], r[2], r[0]) for r in rows if r[5]])
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise  # they stay in the spool: the next start takes them in
+            with self._spool_lock:
+                if self._spool_bytes >= SPOOL_RESET_BYTES and not self._pending:
+                    self._sync_wal()
+                    os.ftruncate(self._spool, 0)
+                    self._spool_bytes = 0
 
     def current_game(self, arena: str) -> tuple[int, list[Event]]:
         """The number of the last game with events, and its events in order."""
+        self.settle()
         with self._lock:
             row = self._db.execute("SELECT MAX(game) FROM games WHERE arena = ?", (arena,)).fetchone()
         if row[0] is None:
@@ -239,6 +404,7 @@ class Store:
 
     def config_before(self, arena: str, game_no: int) -> Config | None:
         """The settings of the last Configure event before game ``game_no``."""
+        self.settle()
         with self._lock:
             row = self._db.execute(
                 'SELECT event FROM events WHERE arena = ? AND game < ? AND event LIKE \'{"type":"configure"%\''
@@ -253,6 +419,7 @@ class Store:
 
     def nonces(self, arena: str, before_game: int | None = None) -> set[bytes]:
         """Nonces of accepted signatures (of games before ``before_game``)."""
+        self.settle()
         where = "arena = ? AND nonce IS NOT NULL"
         args: list[object] = [arena]
         if before_game is not None:
@@ -264,6 +431,7 @@ class Store:
 
     def games(self, arena: str) -> list[tuple[int, int]]:
         """(game number, number of events) of every game in the journal."""
+        self.settle()
         with self._lock:
             rows = self._db.execute(
                 f"SELECT g.game, (SELECT COUNT(*) FROM events e WHERE {GAME_EVENTS})"
@@ -273,6 +441,7 @@ class Store:
         return [(int(g), int(n)) for g, n in rows]
 
     def events(self, arena: str, game_no: int) -> list[Event]:
+        self.settle()
         with self._lock:
             rows = self._db.execute(
                 f"SELECT e.event FROM games g JOIN events e ON {GAME_EVENTS}"
