@@ -575,13 +575,14 @@ def shot_throughput(broker: Broker, arenas: int, seconds: float) -> float:
 # -- the join burst ---------------------------------------------------------------
 
 
-def one_derivation_s(samples: int = 3) -> float:
+def derivation_times(samples: int = 3) -> list[float]:
+    """Seconds per key derivation, one at a time (the referee's own KDF)."""
     times = []
     for i in range(samples):
         t0 = time.perf_counter()
         crypto.derive_team_key(f"kdf{i}", "bench-secret")
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
 def join_burst(broker: Broker, teams: int) -> dict[str, float]:
@@ -715,9 +716,13 @@ def run(
             res.put("e2e.shots_per_s", shot_throughput(target, plan.tput_arenas, plan.tput_seconds), 1)
             res.put("e2e.throughput_ratio", res.figures["e2e.shots_per_s"] / res.figures["e2e.echo_msgs_per_s"])
         if wanted("join"):
-            progress(f"join: one key derivation, then a burst of {plan.burst_teams} joins")
-            kdf = one_derivation_s()
+            progress(f"join: key derivations timed around a burst of {plan.burst_teams} joins")
+            # Timed just before and just after the burst: this machine's speed
+            # drifts by 10-15% within a minute, and the ideal must be the one
+            # of the minute the burst ran in.
+            before = derivation_times()
             burst = join_burst(target, plan.burst_teams)
+            kdf = statistics.median(before + derivation_times())
             res.put("join.kdf_s", kdf)
             res.put("join.burst_s", burst["burst_s"])
             res.put("join.ideal_s", plan.burst_teams * kdf / cores)
