@@ -124,3 +124,29 @@ def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosqui
     finally:
         rec.close()
         ref.stop()
+
+
+class _DiskFull:
+    """A journal whose SQLite commit fails: the events are spooled, never settled."""
+
+    def record_many(self, entries: list[object]) -> None:
+        pass
+
+    def settle(self) -> None:
+        raise OSError("disk full")
+
+
+def test_a_journal_that_cannot_commit_stops_the_referee_and_says_why(broker: Mosquitto, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    arenas = make_arenas([f"j{tag}"], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"disk-{tag}", journal=_DiskFull())
+    ref.start()
+    rec = Recorder(broker, "referee", [f"/j{tag}/#"])
+    try:
+        assert ref.wait_connected(10)
+        rec.publish(Topics(f"j{tag}").request_participation, '{"name": "ann", "secret": "s"}')
+        wait_until(ref.any_stopped, 10, "the referee to stop")
+        assert "disk full" in (ref.fatal or "")
+    finally:
+        rec.close()
+        ref.stop()

@@ -652,7 +652,13 @@ class _ArenaThread:
                         self._drop(active, runner)
                 if not active:
                     break
-                readable, writable = _wait(active, rlist, wlist, timeout)
+                try:
+                    readable, writable = _wait(active, rlist, wlist, timeout)
+                except Exception as exc:  # the journal's commit failed (disk full?): no arena can go on
+                    for runner in list(active):
+                        runner._crashed(exc)
+                        self._drop(active, runner)
+                    break
                 ready, can_write = set(readable), set(writable)
                 for runner in list(active):
                     if not runner._advance(ready, can_write):
