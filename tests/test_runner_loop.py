@@ -129,8 +129,10 @@ def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosqui
 class _DiskFull:
     """A journal whose SQLite commit fails: the events are spooled, never settled."""
 
+    pending = 0
+
     def record_many(self, entries: list[object]) -> None:
-        pass
+        self.pending += len(entries)
 
     def settle(self) -> None:
         raise OSError("disk full")

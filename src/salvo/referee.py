@@ -68,8 +68,8 @@ QOS0_BACKLOG: Final = 2_000
 REPORTS_PER_S: Final = 200.0
 #: At most this many queued items are handled (and journaled) as one batch.
 BATCH_MAX: Final = 64
-#: Spooled events wait for their SQLite commit until the arena has nothing to
-#: read, or until there are this many (see _poll).
+#: Spooled events wait for their SQLite commit until the arenas have nothing
+#: to read, or until there are this many (see _wait).
 SETTLE_MAX: Final = 256
 
 #: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
@@ -86,6 +86,10 @@ class Journal(Protocol):
     def settle(self) -> None:
         """Finish storing what was recorded: off the critical path, after the
         batch's results are out."""
+
+    @property
+    def pending(self) -> int:
+        """Events recorded but not yet settled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +235,6 @@ class ArenaRunner:
         self._records: list[tuple[str, int, Event]] = []
         self._outbox: list[Publish] = []
         self._acks: list[tuple[int, int]] = []
-        #: events recorded (spooled) but not yet settled into SQLite
-        self._unsettled = 0
         self._report_tokens = REPORTS_PER_S
         self._report_refill = clock()
 
@@ -557,11 +559,11 @@ class ArenaRunner:
         """Journal the batch's events, then publish its effects, then ack its
         messages: nothing is announced or acknowledged before it is durable.
         The journal's SQLite commit comes later (its spool append made the
-        events durable): when the arena has nothing to read (see _poll), so
+        events durable): when the arenas have nothing to read (see _wait), so
         neither a shot's hit nor the next shot of a salvo waits for it."""
-        if self._records and self._journal is not None:
-            self._journal.record_many(self._records)
-            self._unsettled += len(self._records)
+        journal = self._journal
+        if self._records and journal is not None:
+            journal.record_many(self._records)
         self._records.clear()
         for effect in self._outbox:
             self.out.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
@@ -569,13 +571,8 @@ class ArenaRunner:
         for mid, qos in self._acks:
             self.client.ack(mid, qos)
         self._acks.clear()
-        if self._unsettled >= SETTLE_MAX:
-            self._settle()
-
-    def _settle(self) -> None:
-        if self._journal is not None:
-            self._journal.settle()
-        self._unsettled = 0
+        if journal is not None and journal.pending >= SETTLE_MAX:
+            journal.settle()
 
     def _report_budget(self) -> bool:
         """Take a token for one error report, if the bucket has one."""
@@ -592,8 +589,9 @@ class ArenaRunner:
         return lambda future: self._put(_KeyDone(job, future))
 
     def _shutdown(self) -> None:
-        with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
-            self._settle()
+        if self._journal is not None:
+            with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
+                self._journal.settle()
         if self.out.is_connected():
             # QoS 1 in order: once "down" is acknowledged, so is all before it.
             info = self.out.publish(self.arena.topics.server, "down", qos=1, retain=True)
@@ -623,7 +621,7 @@ class _ArenaThread:
     their sockets, then each arena's I/O, batch and timers in turn. Arena
     threads of their own would hand the GIL to one another at every socket
     call: four busy arenas on four threads cost ~220 us of referee CPU per
-    shot, on one thread ~130 (docs/performance.md). An arena that crashes
+    shot, on one thread ~160 (docs/performance.md). An arena that crashes
     stops alone (its ``fatal`` says why); the others go on."""
 
     def __init__(self, runners: list[ArenaRunner]) -> None:
@@ -648,16 +646,14 @@ class _ArenaThread:
                     try:
                         timeout = min(timeout, runner._prepare(mono, rlist, wlist))
                     except Exception as exc:
-                        runner._crashed(exc)
-                        self._drop(active, runner)
+                        self._drop(active, runner, exc)
                 if not active:
                     break
                 try:
                     readable, writable = _wait(active, rlist, wlist, timeout)
                 except Exception as exc:  # the journal's commit failed (disk full?): no arena can go on
                     for runner in list(active):
-                        runner._crashed(exc)
-                        self._drop(active, runner)
+                        self._drop(active, runner, exc)
                     break
                 ready, can_write = set(readable), set(writable)
                 for runner in list(active):
@@ -668,7 +664,9 @@ class _ArenaThread:
                 runner._stopped.set()
 
     @staticmethod
-    def _drop(active: list[ArenaRunner], runner: ArenaRunner) -> None:
+    def _drop(active: list[ArenaRunner], runner: ArenaRunner, crash: Exception | None = None) -> None:
+        if crash is not None:
+            runner._crashed(crash)
         active.remove(runner)
         runner._stopped.set()
 
@@ -678,11 +676,11 @@ def _wait(
 ) -> tuple[list[Any], list[Any]]:
     """``select``, and when nothing is to be read, the SQLite commit of what
     the journal's spool already holds (off the critical path of every message)."""
-    unsettled = [r for r in runners if r._unsettled]
+    unsettled = [j for j in {r._journal for r in runners} if j is not None and j.pending]
     readable, writable = _select(rlist, wlist, 0.0 if unsettled else timeout)
     if unsettled and not readable:
-        for runner in unsettled:
-            runner._settle()
+        for journal in unsettled:
+            journal.settle()
         if timeout > 0 and not writable:
             readable, writable = _select(rlist, wlist, timeout)
     return readable, writable

@@ -13,7 +13,7 @@ Write-ahead in two steps, so that a shot's result is not held up by an SQLite
 commit: an accepted batch is first appended to a spool file beside the state
 file (``<state>-spool``, one ``write()``: from then on it survives the process
 being killed), then published, then moved into SQLite in one transaction
-(:meth:`Store.settle`, right after the publishes). Whoever opens the state
+(:meth:`Store.settle`, once the referee has nothing to read). Whoever opens the state
 file next with no referee holding it takes the complete lines a killed
 referee left in the spool first. SQLite runs in WAL mode with
 ``synchronous=NORMAL``: as with the spool, only a power cut may lose the
@@ -73,7 +73,7 @@ CREATE TABLE games (
 LEGACY = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'nonces'"
 INSERT_EVENT = "INSERT INTO events (id, arena, game, event, nonce) VALUES (?, ?, ?, ?, ?)"
 INSERT_GAME = "INSERT OR IGNORE INTO games VALUES (?, ?, ?)"
-TAKE_EVENT = "INSERT OR IGNORE INTO events (id, arena, game, event, nonce) VALUES (?, ?, ?, ?, ?)"
+TAKE_EVENT = INSERT_EVENT.replace("INSERT", "INSERT OR IGNORE", 1)
 TAKE_GAMES = "INSERT OR IGNORE INTO games SELECT arena, game, MIN(id) FROM events WHERE id >= ? GROUP BY arena, game"
 HAS_GAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'games'"
 #: The events ``e`` of game ``g``: ids from its first to (not including) the
@@ -123,7 +123,7 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
 
 def event_text(ev: Event) -> str:
     """``dumps(event_to_json(ev))``; a fire's spelled out, as there is one
-    journaled per shot and the shot waits for its commit."""
+    journaled per shot and the shot's hit waits for its spool line."""
     if type(ev) is not Fire:
         return dumps(event_to_json(ev))
     turn = "null" if ev.turn is None else str(ev.turn)
@@ -192,7 +192,7 @@ def _parse_spool_line(line: bytes) -> tuple[int, str, int, str, bytes | None]:
 
 
 class Store:
-    """The referee's state file. Thread-safe: every arena thread records here.
+    """The referee's state file. Thread-safe.
 
     ``writer=False`` (audits, ``salvo journal export``) neither locks nor
     writes the spool; it still takes in what a killed referee left there
@@ -273,7 +273,7 @@ class Store:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(fd)  # a live referee: it settles its own within a batch
+            os.close(fd)  # a live referee: it settles its own as soon as it is idle
             return
         try:
             self._take_spool(fd)
@@ -365,6 +365,11 @@ class Store:
                 view = view[os.write(self._spool, view) :]
             self._spool_bytes += len(data)
             self._pending += rows
+
+    @property
+    def pending(self) -> int:
+        """Events recorded but not yet settled."""
+        return len(self._pending)
 
     def settle(self) -> None:
         """Move recorded events into SQLite: one commit for all of them."""
