@@ -1,8 +1,9 @@
-"""Run a real Eclipse Mosquitto with the project's own mosquitto.conf and ACL.
+"""Run a real Eclipse Mosquitto with the project's own mosquitto.conf and the
+ACL salvo generates.
 
 Only the container paths and listener ports of ``mosquitto.conf`` are
-rewritten; everything else (ACL, anonymous access, packet limits) is what we
-ship.
+rewritten; everything else (listeners, TLS settings, anonymous access,
+packet limits) is what we ship.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from salvo import tls
 from salvo.perf import free_port, mosquitto_binary
+from salvo.teams import default_acl_path, write_acl_from_passwd
+from salvo.tls import CA_CERT, SERVER_CERT, SERVER_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,16 +43,27 @@ def write_passwords(path: Path, users: dict[str, str]) -> None:
 
 
 def render_config(
-    *, port: int, ws_port: int, workdir: Path, passwd: Path, acl: Path | None = None, persistence: bool = True
+    *,
+    port: int,
+    tls_port: int,
+    workdir: Path,
+    passwd: Path,
+    acl: Path,
+    tls_dir: Path,
+    persistence: bool = True,
 ) -> str:
     text = (ROOT / "mosquitto.conf").read_text()
     subs = {
         r"^password_file .*$": f"password_file {passwd}",
-        r"^acl_file .*$": f"acl_file {acl or ROOT / 'mosquitto.acl'}",
+        r"^acl_file .*$": f"acl_file {acl}",
         r"^persistence_location .*$": f"persistence_location {workdir}/",
         r"^persistence .*$": f"persistence {'true' if persistence else 'false'}",
-        r"^listener 1883$": f"listener {port} 127.0.0.1",
-        r"^listener 9001$": f"listener {ws_port}",
+        r"^listener 1883 127\.0\.0\.1$": f"listener {port} 127.0.0.1",
+        # The venue's TLS listener, kept on this machine's loopback here.
+        r"^listener 8883$": f"listener {tls_port} 127.0.0.1",
+        r"^cafile .*$": f"cafile {tls_dir / CA_CERT}",
+        r"^certfile .*$": f"certfile {tls_dir / SERVER_CERT}",
+        r"^keyfile .*$": f"keyfile {tls_dir / SERVER_KEY}",
         r"^log_dest .*$": f"log_dest file {workdir}/mosquitto.log",
     }
     for pattern, repl in subs.items():
@@ -61,24 +77,36 @@ def render_config(
 
 @dataclass
 class Mosquitto:
+    """A mosquitto on free loopback ports with the shipped conf, the ACL
+    salvo generates for ``users`` (all but the referee are teams) and a TLS
+    certificate from salvo.tls for localhost/127.0.0.1."""
+
     workdir: Path
     persistence: bool = True
     users: dict[str, str] = field(default_factory=lambda: dict(USERS))
     port: int = field(default_factory=free_port)
-    ws_port: int = field(default_factory=free_port)
+    tls_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.passwd = self.workdir / "passwd"
         write_passwords(self.passwd, self.users)
+        # Where salvo.teams.add_team keeps it for this password file: teams
+        # added after construction get their rights.
+        self.acl = default_acl_path(self.passwd)
+        write_acl_from_passwd(self.passwd, self.acl)
+        self.tls = tls.issue(self.workdir / "tls")
+        self.ca_file = self.tls.ca_cert
         self.conf = self.workdir / "mosquitto.conf"
         self.conf.write_text(
             render_config(
                 port=self.port,
-                ws_port=self.ws_port,
+                tls_port=self.tls_port,
                 workdir=self.workdir,
                 passwd=self.passwd,
+                acl=self.acl,
+                tls_dir=self.tls.directory,
                 persistence=self.persistence,
             )
         )
@@ -93,11 +121,23 @@ class Mosquitto:
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
                 raise RuntimeError(f"mosquitto exited: {err}\n{self.log()}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                for port in (self.port, self.tls_port):
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 return
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("mosquitto did not start listening")
+
+    def reload(self, timeout: float = 10.0) -> None:
+        """SIGHUP, as an organiser does after salvo teams/tls: mosquitto
+        re-reads the password file, the ACL and the certificates."""
+        assert self.proc is not None and self.proc.poll() is None, "mosquitto is not running"
+        before = self.log().count("Reloading config.")
+        self.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + timeout
+        while self.log().count("Reloading config.") == before:
+            assert time.monotonic() < end, "mosquitto did not reload"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -118,6 +158,13 @@ class Mosquitto:
         return path.read_text() if path.exists() else ""
 
     def url(self, user: str | None = None) -> str:
+        """The plain (loopback) listener, as ``user`` (None: anonymous)."""
         if user is None:
             return f"mqtt://127.0.0.1:{self.port}"
         return f"mqtt://{user}:{self.users[user]}@127.0.0.1:{self.port}"
+
+    def tls_url(self, user: str | None = None) -> str:
+        """The TLS listener (verify it with :attr:`ca_file`)."""
+        if user is None:
+            return f"mqtts://127.0.0.1:{self.tls_port}"
+        return f"mqtts://{user}:{self.users[user]}@127.0.0.1:{self.tls_port}"

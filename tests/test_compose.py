@@ -44,15 +44,18 @@ def test_broker_service_matches_mosquitto_conf() -> None:
     broker = COMPOSE["services"]["mosquitto"]
     assert broker["image"].startswith("eclipse-mosquitto:2")
     mounts = {v.split(":")[1]: v.split(":")[0] for v in broker["volumes"]}
-    for key in ("password_file", "acl_file"):
+    # passwd, ACL and certificates live in the data directory, mounted whole
+    # (salvo replaces those files atomically: a single-file mount would keep the old one)
+    assert mounts["/data"] == "./data"
+    for key in ("password_file", "acl_file", "cafile", "certfile", "keyfile"):
         path = re.search(rf"^{key} (\S+)$", conf, re.MULTILINE)
-        assert path and path.group(1) in mounts, f"{key} is not mounted into the container"
+        assert path and path.group(1).startswith("/data/"), f"{key} is not in the mounted data directory"
     assert mounts["/mosquitto/config/mosquitto.conf"] == "./mosquitto.conf"
     assert re.search(r"^persistence_location /mosquitto/data/$", conf, re.MULTILINE)
     assert "mosquitto-data" in mounts.get("/mosquitto/data", "")
-    ports = {p.split(":")[1] for p in broker["ports"]}
-    assert {"1883", "9001"} <= ports
-    assert re.search(r"^listener 9001\nprotocol websockets$", conf, re.MULTILINE)
+    # teams reach TLS only; plain MQTT is published on the host's loopback only; no websockets
+    assert set(broker["ports"]) == {"8883:8883", "127.0.0.1:1883:1883"}
+    assert "websockets" not in conf
 
 
 def test_services_reach_the_broker_and_keep_state_on_the_volume() -> None:
@@ -120,9 +123,10 @@ def test_the_spectate_container_command_serves_the_page() -> None:
     assert args[0] == "spectate" and args[args.index("--host") + 1] == "0.0.0.0"
     port = args[args.index("--port") + 1]
     assert f"{port}:{port}" in svc["ports"]
-    # No --broker-ws: the page dials the broker on its own host, which is the
-    # published websockets port of the mosquitto service.
-    assert "--broker-ws" not in args and "9001:9001" in COMPOSE["services"]["mosquitto"]["ports"]
+    # The page never speaks MQTT: the spectate server reads the broker over
+    # the compose network and streams to browsers (server-sent events).
+    assert svc["environment"]["SALVO_BROKER"] == "mqtt://mosquitto:1883"
+    assert "mosquitto" in svc["depends_on"]
     free = str(free_port())
     args[args.index("--port") + 1] = free
     proc = subprocess.Popen([sys.executable, "-m", "salvo", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -134,7 +138,7 @@ def test_the_spectate_container_command_serves_the_page() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        assert b"<title>salvo" in body and b"new Spectator(" in body
+        assert b"<title>salvo" in body and b"new EventSource(" in body
     finally:
         proc.terminate()
         out = proc.communicate(timeout=10)[0].decode()
