@@ -1,11 +1,20 @@
-"""Shared helpers for the tests: fixed fleets, an in-memory game driver."""
+"""Shared helpers for the tests: fixed fleets, an in-memory game driver, and
+the protocol layer driven without a broker."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
+from collections.abc import Callable
 from typing import Any
 
-from salvo.engine import Accepted, Config, Event, Fire, Game, Join, Place, Publish, Rejected, Result, Tick
+from nacl.public import PrivateKey
+
+from salvo import crypto
+from salvo.engine import Accepted, Config, Event, Fire, Game, Join, Phase, Place, Publish, Rejected, Result, Tick
+from salvo.errors import Rejection
+from salvo.protocol import Admit, Arena, DeriveKey, Effect, Log, Record
 from salvo.rules import FLEET, SHIP_IDS, Orientation, Placement
 from salvo.topics import Topics
 
@@ -56,13 +65,15 @@ class Driver:
         assert isinstance(result, Accepted), result
         return result.effects
 
-    def rejected(self, event: Event, *fragments: str) -> str:
+    def rejected(self, event: Event, *fragments: str, code: str | None = None) -> str:
         """Send an event that must be rejected; the state must not change."""
         before = self.game.snapshot()
         result = self.game.handle(event)
         assert isinstance(result, Rejected), f"expected a rejection, got {result}"
         for fragment in fragments:
             assert fragment in result.error.reason, (fragment, result.error.reason)
+        if code is not None:
+            assert result.error.code == code, (code, result.error)
         assert self.game.snapshot() == before, "a rejected event changed the state"
         return result.error.reason
 
@@ -78,7 +89,23 @@ class Driver:
         return out
 
     def fire(self, target: str, x: int, y: int, turn: int | None = None) -> list[Publish]:
-        return self.ok(Fire(target, x, y, turn, nonce(), self.now))
+        """A shot of the current player (unbound unless ``turn`` is given)."""
+        return self.ok(self.shot(target, x, y, turn))
+
+    def shot(
+        self,
+        target: str,
+        x: int,
+        y: int,
+        turn: int | None = None,
+        *,
+        shooter: str | None = None,
+        game: str | None = None,
+        nonce_: bytes | None = None,
+    ) -> Fire:
+        """A Fire event (the current player's unless ``shooter``)."""
+        who = shooter if shooter is not None else (self.game.current or "")
+        return Fire(who, target, x, y, turn, game, nonce_ if nonce_ is not None else nonce(), self.now)
 
     def tick(self, seconds: float) -> list[Publish]:
         self.now += seconds
@@ -130,3 +157,103 @@ class Driver:
 
 def topics_of(effects: list[Publish]) -> list[str]:
     return [p.topic for p in effects]
+
+
+# -- the protocol layer without a broker ------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def team_key(name: str, secret: str) -> bytes:
+    return crypto.derive_team_key(name, secret)
+
+
+REFEREE_KEY = PrivateKey(bytes(range(32)))
+
+
+class ArenaDriver:
+    """Drives a :class:`protocol.Arena` like the MQTT adapter does, with no
+    broker: raw ``(topic, payload)`` in; publishes, journal records and log
+    lines collected. Key derivations run at once (the adapter runs them on a
+    pool) unless ``defer_keys``, then :meth:`finish_keys` completes them."""
+
+    def __init__(self, prefix: str = "", seed: int = 7, *, admit: Admit | None = None, **config: Any) -> None:
+        options = {k: config.pop(k) for k in ("sealed_joins_only", "unbound_fire") if k in config}
+        self.game = Game(Config(**config), Topics(prefix), seed=seed)
+        self.arena = Arena(self.game, REFEREE_KEY, admit=admit, **options)
+        self.t = self.game.topics
+        self.now = 1_000.0
+        self.published: list[Publish] = []
+        self.records: list[Event] = []
+        self.logs: list[Log] = []
+        self.defer_keys = False
+        self.pending: list[DeriveKey] = []
+        self.secrets: dict[str, str] = {}
+
+    def run(self, effects: list[Effect]) -> list[Publish]:
+        out: list[Publish] = []
+        for effect in effects:
+            if isinstance(effect, Publish):
+                out.append(effect)
+            elif isinstance(effect, Record):
+                self.records.append(effect.event)
+            elif isinstance(effect, Log):
+                self.logs.append(effect)
+            elif isinstance(effect, DeriveKey):
+                self.pending.append(effect)
+        self.published += out
+        if not self.defer_keys:
+            out += self.finish_keys()
+        return out
+
+    def finish_keys(self, wrong: Callable[[DeriveKey], Rejection | None] | None = None) -> list[Publish]:
+        """Complete the derivations asked for (``wrong`` may refuse one)."""
+        out: list[Publish] = []
+        jobs, self.pending = self.pending, []
+        for job in jobs:
+            error = wrong(job) if wrong else None
+            if error is not None:
+                out += self.run(self.arena.on_key_failed(job, error, self.now))
+            else:
+                out += self.run(self.arena.on_key(job, team_key(job.name, job.secret), self.now))
+        return out
+
+    def send(self, topic: str, payload: str | bytes) -> list[Publish]:
+        raw = payload.encode() if isinstance(payload, str) else payload
+        return self.run(self.arena.on_message(topic, raw, self.now))
+
+    def join(self, name: str, secret: str | None = None, request_id: str | None = None) -> list[Publish]:
+        secret = secret or self.secrets.setdefault(name, f"{name}-secret")
+        body = {"name": name, "secret": secret} | ({"request_id": request_id} if request_id else {})
+        return self.send(self.t.request_participation, json.dumps(body))
+
+    def key(self, name: str) -> bytes:
+        return team_key(name, self.secrets.get(name, f"{name}-secret"))
+
+    def place(self, name: str, fleet: dict[str, Placement]) -> list[Publish]:
+        out: list[Publish] = []
+        for ship, p in fleet.items():
+            body = json.dumps({"coordinates": f"{p.x};{p.y}", "orientation": p.orientation.value})
+            out += self.send(self.t.place(name, ship), crypto.seal(self.key(name), body))
+        return out
+
+    def start(self, fleets: dict[str, dict[str, Placement]]) -> None:
+        for name in fleets:
+            self.join(name)
+        for name, fleet in fleets.items():
+            self.place(name, fleet)
+        assert self.game.phase is Phase.TURN
+        self.records.clear()  # from here on: what the game's messages did
+        self.published.clear()
+
+    def signed_fire(self, shooter: str, to: str, x: int, y: int, **data: Any) -> str:
+        """A fire message signed by ``shooter``: bound to target ``to``, the
+        current turn and game unless ``data`` says otherwise."""
+        body = {"x": x, "y": y, "target": to, "turn": self.game.turn, "game": self.game.game_id} | data
+        return json.dumps(crypto.sign(self.key(shooter), body))
+
+    def fire(self, shooter: str, to: str, x: int, y: int, **data: Any) -> list[Publish]:
+        return self.send(self.t.fire(to), self.signed_fire(shooter, to, x, y, **data))
+
+    def errors(self, out: list[Publish]) -> dict[str, dict[str, Any]]:
+        """The error reports among ``out``, by the topic they went to."""
+        return {p.topic: json.loads(p.payload) for p in out if p.topic.endswith(("/error", "/errors"))}

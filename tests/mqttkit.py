@@ -34,7 +34,7 @@ class Team:
         self, broker: Mosquitto, prefix: str, name: str, secret: str | None = None, login: str | None = None
     ) -> None:
         self.name = name
-        self.secret = secret or f"{name}-secret"
+        self.secret = secret or f"{name}-secret-for-tests"
         self.t = Topics(prefix)
         user = login or (name if name in broker.users else "referee")
         self.rec = Recorder(broker, user, [self.t.private_filter(name), *self.t.public_filters])
@@ -43,8 +43,11 @@ class Team:
     def key(self) -> bytes:
         return team_key(self.name, self.secret)
 
-    def join(self, sealed: bool = False) -> None:
-        request = json.dumps({"name": self.name, "secret": self.secret})
+    def join(self, sealed: bool = False, request_id: str | None = None) -> None:
+        body = {"name": self.name, "secret": self.secret}
+        if request_id is not None:
+            body["request_id"] = request_id
+        request = json.dumps(body)
         if sealed:
             pubkey = self.rec.wait_for(self.t.pubkey).text
             request = crypto.seal_to(pubkey, request)
@@ -58,9 +61,25 @@ class Team:
         for ship, placement in fleet.items():
             self.place(ship, placement)
 
-    def fire(self, target: str, x: int, y: int, turn: int | None = None) -> dict[str, Any]:
-        data: dict[str, Any] = {"x": x, "y": y} if turn is None else {"x": x, "y": y, "turn": turn}
-        message = crypto.sign(self.key, data)
+    def game_id(self) -> str:
+        """The latest /game/id seen (retained, public)."""
+
+        def latest() -> str:
+            msg = self.rec.latest(self.t.game_id)
+            return msg.text if msg is not None else ""
+
+        self.rec.wait_until(lambda: bool(latest()), 10)
+        return latest()
+
+    def turn(self) -> int:
+        """The current turn, from the retained /game/turn."""
+        return int(self.rec.wait(lambda m: m.topic == self.t.turn and bool(m.payload)).json()["turn"])
+
+    def fire(self, target: str, x: int, y: int, turn: int, game: str | None = None, **data: Any) -> dict[str, Any]:
+        """A v2 shot signed for its target, ``turn`` and ``game`` (default:
+        the current id); ``data`` adds or overrides fields of the signed data."""
+        body: dict[str, Any] = {"x": x, "y": y, "target": target, "turn": turn, "game": game or self.game_id()}
+        message = crypto.sign(self.key, {**body, **data})
         self.rec.publish(self.t.fire(target), json.dumps(message))
         return message
 

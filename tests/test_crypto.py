@@ -11,12 +11,16 @@ from pathlib import Path
 import pytest
 from argon2.low_level import Type, hash_secret_raw
 from nacl.public import PrivateKey
+from nacl.secret import SecretBox
 
-from salvo import crypto
+from salvo import codec, crypto, wire
+from salvo.engine import Config, Game
 from salvo.errors import Illegal, Malformed
+from salvo.topics import Topics
 
 NAME, SECRET = "alice", "correct horse battery staple"
 # Vectors shared with docs/protocol.md (tests/test_docs.py keeps the two in step).
+# The sealed placement uses the nonce 00 01 .. 17, every signature 18 19 .. 2f.
 SALT_HEX = "9d7737d092463af48d1261bb0959de36"
 KEY_HEX = "a9fbe0fe6d8beea800687145cbef76802898fb658e92b1f9b1dcbd0b8cd1933f"
 KEY = bytes.fromhex(KEY_HEX)
@@ -27,6 +31,15 @@ SEALED_PLACEMENT = (
 )
 SIGNATURE = "GBkaGxwdHh8gISIjJCUmJygpKissLS4vlNuMOduz6yO2ev01uhd7tGZ2XvniYxrf819epvnrJHVhrOHknRE="
 FIRE_DATA = {"x": 3, "y": 4, "turn": 1}
+# The document's v2 example: a fire bound to its target, turn and game (the
+# game id is what the engine derives for game 1 from the id key 00 01 .. 1f).
+GAME_ID = "f4f2e80d6f85efdc"
+BOUND_FIRE_DATA = {"x": 3, "y": 4, "target": "bob", "turn": 1, "game": GAME_ID}
+BOUND_FIRE_TEXT = '{"x":3,"y":4,"target":"bob","turn":1,"game":"f4f2e80d6f85efdc"}'
+BOUND_SIGNATURE = (
+    "GBkaGxwdHh8gISIjJCUmJygpKissLS4vz0In9RlswATh1YaGvIF2dmZ2XvniYxrf819epvnrJGFhpaaqjlYqDi8C1gjbPMUwDbFC54Xi"
+    "wcBlRt5GRurl6XENzAJ4E02wNIQpuZR+Vg=="
+)
 
 
 def test_salt_is_unkeyed_blake2b_16_of_context_and_name() -> None:
@@ -96,6 +109,22 @@ def test_signature_vector_and_verification() -> None:
     signed = crypto.sign(KEY, FIRE_DATA, nonce=bytes(range(24, 48)))
     assert signed == {"data": FIRE_DATA, "signature": SIGNATURE}
     assert crypto.verify(KEY, FIRE_DATA, SIGNATURE) == bytes(range(24, 48))
+
+
+def test_bound_fire_vector_is_what_the_code_and_plain_pynacl_produce() -> None:
+    assert codec.dumps(BOUND_FIRE_DATA) == BOUND_FIRE_TEXT
+    signed = crypto.sign(KEY, BOUND_FIRE_DATA, nonce=bytes(range(24, 48)))
+    assert signed == {"data": BOUND_FIRE_DATA, "signature": BOUND_SIGNATURE}
+    # the same bytes from PyNaCl alone, as a team would compute them
+    box = SecretBox(KEY).encrypt(BOUND_FIRE_TEXT.encode(), bytes(range(24, 48)))
+    assert base64.b64encode(bytes(box)).decode() == BOUND_SIGNATURE
+    assert crypto.verify(KEY, BOUND_FIRE_DATA, BOUND_SIGNATURE) == bytes(range(24, 48))
+    assert wire.parse_fire(wire.parse_signed(signed).data).model_dump() == BOUND_FIRE_DATA
+
+
+def test_bound_fire_vector_names_the_id_of_game_1() -> None:
+    game = Game(Config(), Topics(), seed=0, id_key=bytes(range(32)))
+    assert game.game_no == 1 and game.game_id == GAME_ID
 
 
 def test_signature_ignores_key_order_and_white_space() -> None:

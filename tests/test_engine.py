@@ -8,8 +8,9 @@ import random
 
 import pytest
 
-from salvo.engine import Accepted, CloseLobby, Config, Fire, Join, Phase, Place, Publish, Tick
+from salvo.engine import BURN_CAP, Accepted, Burn, CloseLobby, Config, Game, Join, Phase, Place, Publish, Tick
 from salvo.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
+from salvo.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
 
@@ -260,14 +261,40 @@ def test_deadline_starts_with_two_complete_fleets_and_leaves_the_rest_out() -> N
     assert topics_of(out).index("/players/c/error") < topics_of(out).index("/game/state")
 
 
-def test_too_few_fleets_at_deadline_keeps_lobby_open_and_rearms() -> None:
+def test_too_few_fleets_at_deadline_keeps_lobby_open_removes_the_incomplete_and_rearms() -> None:
     d = Driver(placement_timeout=60)
     d.join("a", "b")
     d.place("a", ROWS)
+    d.ok(Place("b", "carrier", ROWS["carrier"], d.now))
     out = d.tick(61)
     assert d.game.phase is Phase.LOBBY
     assert payloads(out, "/game/deadline") == [f'{{"phase":"placement","at":{d.now + 60:.3f}}}']
+    # b never completed its fleet: removed (v2 section 5), told why, its ships cleared
+    assert list(d.game.players) == ["a"]
+    (err,) = [p for p in out if p.topic == "/players/b/error"]
+    assert json.loads(err.payload)["code"] == "left_out" and not err.retain
+    assert {p.topic: p.payload for p in out if "/players/b/ships/" in p.topic} == {
+        f"/players/b/ships/{s}/approved": "" for s in SHIP_IDS
+    }
+    assert payloads(out, "/players/list") == ['["a"]'] and payloads(out, "/players/count") == ["1"]
+    d.rejected(Place("b", "battleship", ROWS["battleship"], d.now), "not a joined player")
+    d.join("b")
     d.place("b", ROWS)  # now all complete: starts at once
+    assert d.game.phase is Phase.TURN
+
+
+def test_squatters_who_never_place_cannot_hold_the_lobby_full() -> None:
+    d = Driver(placement_timeout=60, max_players=4)
+    d.join("s1", "s2", "s3", "s4")
+    d.rejected(Join("ada", b"k" * 32, d.now), "lobby full")
+    out = d.tick(61)
+    assert d.game.players == {}
+    assert d.game.next_deadline() is None and payloads(out, "/game/deadline") == [""]
+    assert payloads(out, "/players/list") == ["[]"]
+    assert "/game/deadline" not in d.game.retained
+    d.join("ada", "bob")  # room again
+    d.place("ada", ROWS)
+    d.place("bob", COLUMNS)
     assert d.game.phase is Phase.TURN
 
 
@@ -312,18 +339,22 @@ def test_every_accepted_shot_publishes_hit_to_target_unretained() -> None:
     d = started()
     tgt = other(d)
     out = d.fire(tgt, 9, 9)
-    assert [(p.topic, p.payload, p.retain) for p in out] == [(f"/players/{tgt}/hit", '{"x":9,"y":9}', False)]
+    assert [(p.topic, p.payload, p.retain) for p in out] == [
+        (f"/players/{tgt}/hit", '{"x":9,"y":9,"turn":1,"shot":1}', False)
+    ]
+    out = d.fire(tgt, 0, 9)  # the salvo's second accepted shot
+    assert json.loads(out[0].payload) == {"x": 0, "y": 9, "turn": 1, "shot": 2}
 
 
 def test_a_shot_says_what_happened_for_the_log() -> None:
     d = started()
     me, tgt = d.cur, other(d)
     x, y = ship_cells(fleet_of(tgt), "carrier")[0]
-    first = d.send(Fire(tgt, x, y, None, None, d.now))
+    first = d.send(d.shot(tgt, x, y))
     assert isinstance(first, Accepted)
     assert first.summary == f"{me} fired at {tgt} ({x},{y}) 1/5"
     d.play_turn(d.misses(tgt, 3))
-    last = d.send(Fire(tgt, x, y, None, None, d.now))  # the same cell again: still a hit
+    last = d.send(d.shot(tgt, x, y))  # the same cell again: still a hit
     assert isinstance(last, Accepted)
     assert last.summary == f"{me} fired at {tgt} ({x},{y}) 5/5; salvo of {me} ends: 5 shots, 2 hits"
 
@@ -403,7 +434,7 @@ def test_sunk_player_is_targetable_until_the_salvo_ends_then_defeated() -> None:
     assert topics.index(f"/players/{victim}/defeated") > topics.index("/game/salvo")
     assert d.game.players[victim].defeated_in_turn == d.game.turn - 1
     # now defeated: skipped in the rotation and no longer a target
-    d.rejected(Fire(victim, 0, 9, None, b"n" * 24, d.now), "already defeated")
+    d.rejected(d.shot(victim, 0, 9), "already defeated", code="defeated_target")
 
 
 def test_skip_defeated_players_in_rotation() -> None:
@@ -516,21 +547,24 @@ def test_a_shot_resets_the_missed_turn_counter() -> None:
 
 def test_fire_rejections_leave_state_unchanged() -> None:
     d = started()
-    tgt = other(d)
+    tgt, me = other(d), d.cur
     used = b"u" * 24
-    d.ok(Fire(tgt, 9, 9, None, used, d.now))
-    d.rejected(Fire(tgt, 8, 8, None, used, d.now), "replayed")
-    d.rejected(Fire(tgt, 8, 8, 2, b"t" * 24, d.now), "wrong turn")
-    d.rejected(Fire(tgt, 10, 0, None, b"o" * 24, d.now), "off the board")
-    d.rejected(Fire(tgt, 0, -1, None, b"o" * 24, d.now), "off the board")
-    d.rejected(Fire("zed", 0, 0, None, b"z" * 24, d.now), "unknown target")
-    d.ok(Fire(tgt, 8, 8, 1, b"t" * 24, d.now))  # the right turn number is fine
+    game_id = d.game.game_id
+    d.ok(d.shot(tgt, 9, 9, nonce_=used))
+    d.rejected(d.shot(tgt, 8, 8, nonce_=used), "replayed", code="replayed")
+    d.rejected(d.shot(tgt, 8, 8, 2), "wrong turn", code="wrong_turn")
+    d.rejected(d.shot(tgt, 8, 8, 1, game="0123456789abcdef"), "wrong game", code="wrong_game")
+    d.rejected(d.shot(tgt, 8, 8, 1, shooter=tgt), "not your turn", code="not_current_player")
+    d.rejected(d.shot(tgt, 10, 0), "off the board", code="off_board")
+    d.rejected(d.shot(tgt, 0, -1), "off the board", code="off_board")
+    d.rejected(d.shot("zed", 0, 0), "unknown target", code="unknown_target")
+    d.ok(d.shot(tgt, 8, 8, 1, game=game_id, shooter=me))  # bound to this turn and game: fine
 
 
 def test_fire_outside_a_turn() -> None:
     d = Driver()
     d.join("a", "b")
-    d.rejected(Fire("a", 0, 0, None, b"x" * 24, d.now), "not in a turn")
+    d.rejected(d.shot("a", 0, 0, shooter="a"), "not in a turn", code="not_in_turn")
 
 
 def test_left_out_player_is_not_a_target() -> None:
@@ -539,7 +573,36 @@ def test_left_out_player_is_not_a_target() -> None:
     d.place("a", ROWS)
     d.place("b", ROWS)
     d.tick(6)
-    d.rejected(Fire("c", 0, 0, None, b"c" * 24, d.now), "unknown target")
+    d.rejected(d.shot("c", 0, 0), "unknown target")
+
+
+def test_a_burned_nonce_is_spent_for_the_game_and_capped_per_player() -> None:
+    d = started()
+    me, tgt = d.cur, other(d)
+    assert d.ok(Burn(tgt, b"b" * 24, d.now)) == []  # no effects: only the memory
+    assert d.game.nonce_seen(b"b" * 24) is False
+    d.rejected(d.shot(tgt, 0, 0, nonce_=b"b" * 24), "replayed", code="replayed")
+    d.rejected(Burn(tgt, b"b" * 24, d.now), code="replayed")
+    d.fire(tgt, 9, 9)
+    (shot_nonce,) = [n for n, shot in d.game.nonces.items() if shot]
+    assert d.game.nonce_seen(shot_nonce) is True
+    for i in range(BURN_CAP):
+        d.ok(Burn(me, b"z" + i.to_bytes(23, "big"), d.now))
+    d.rejected(Burn(me, b"x" * 24, d.now), code="busy")  # over the cap: not kept
+    d.rejected(Burn("nobody", b"y" * 24, d.now), code="unknown_target")
+
+
+def test_every_game_has_its_own_id_from_the_arena_key() -> None:
+    d = Driver(seed=7)
+    first = d.game.game_id
+    assert len(first) == 16 and int(first, 16) >= 0
+    assert d.game.retained["/game/id"] == first
+    same = Game(Config(), Topics(), 7, id_key=d.game.id_key)
+    assert same.game_id == first  # a replay finds the same id
+    other_key = Game(Config(), Topics(), 7, id_key=bytes(32))
+    assert other_key.game_id != first  # another arena, journal or referee: another id
+    d.ok(CloseLobby("next", d.now))
+    assert d.game.game_no == 2 and d.game.game_id not in (first, "")
 
 
 # -- over and reset ---------------------------------------------------------------------------
@@ -550,23 +613,26 @@ def finish(d: Driver) -> None:
     d.wear_down(other(d), all_cells(fleet_of(other(d))), shooter=d.cur)
 
 
-def test_reset_after_over_clears_every_retained_topic_and_keeps_nonces() -> None:
+def test_reset_after_over_clears_every_retained_topic_forgets_nonces_and_draws_a_new_id() -> None:
     d = started(reset_after=300)
     finish(d)
-    owned = set(d.game.retained) - {"/game/state"}
+    owned = set(d.game.retained) - {"/game/state", "/game/id"}
     assert {"/game/winner", "/game/stats/summary", "/players/list", "/game/salvo"} <= owned
-    nonces = set(d.game.used_nonces)
+    old_id = d.game.game_id
+    assert d.game.nonces
     assert d.tick(299) == []
     out = d.tick(1)
     cleared = {p.topic for p in out if p.payload == "" and p.retain}
     assert cleared == owned
-    assert out[-1] == Publish("/game/state", "lobby", True)
-    assert d.game.retained == {"/game/state": "lobby"}
+    # the new game's id, then the lobby
+    assert out[-2:] == [Publish("/game/id", d.game.game_id, True), Publish("/game/state", "lobby", True)]
+    assert d.game.game_id != old_id
+    assert d.game.retained == {"/game/state": "lobby", "/game/id": d.game.game_id}
     assert d.game.phase is Phase.LOBBY and d.game.game_no == 2
-    assert d.game.used_nonces == nonces
-    # a new game can be played, and old signatures stay spent
+    # memory stays flat across games: the id binds every signature to its game
+    assert d.game.nonces == {}
     d.start({"a": ROWS, "b": COLUMNS})
-    d.rejected(Fire(other(d), 0, 0, None, next(iter(nonces)), d.now), "replayed")
+    d.rejected(d.shot(other(d), 0, 0, 1, game=old_id), "wrong game", code="wrong_game")
 
 
 def test_over_rejects_everything() -> None:
@@ -574,7 +640,7 @@ def test_over_rejects_everything() -> None:
     finish(d)
     d.rejected(Join("z", b"z" * 32, d.now), "game in progress")
     d.rejected(Place("a", "carrier", Placement(0, 0, H), d.now), "not in the lobby")
-    d.rejected(Fire("a", 0, 0, None, b"q" * 24, d.now), "not in a turn")
+    d.rejected(d.shot("a", 0, 0, shooter="a"), "not in a turn")
 
 
 def test_prefix_applies_to_every_published_topic() -> None:
@@ -600,10 +666,10 @@ def test_the_organiser_closes_a_lobby_and_only_a_lobby() -> None:
     published = {p.topic: p.payload for p in effects}
     for name in ("alice", "bob"):
         report = json.loads(published[d.t.player_error(name)])
-        assert report["error"] == "lobby closed: no-show: bob" and report["kind"] == "illegal"
+        assert report["error"] == "lobby closed: no-show: bob" and report["code"] == "lobby_closed"
     assert published[d.t.players_list] == "" and published[d.t.approved("alice", "carrier")] == ""
     assert d.game.phase is Phase.LOBBY and d.game.players == {} and d.game.next_deadline() is None
-    assert d.game.retained == {d.t.state: "lobby"} and d.game.game_no == 2
+    assert d.game.retained == {d.t.state: "lobby", d.t.game_id: d.game.game_id} and d.game.game_no == 2
     # A game that has started is played out: the request changes nothing.
     d.start({"alice": ROWS, "bob": COLUMNS})
     d.rejected(CloseLobby("too late", d.now), "game in progress")

@@ -84,6 +84,8 @@ def test_full_three_player_game(
     pubkey = watcher.wait_for(f"{P}/game/pubkey")
     assert pubkey.retain and len(base64.b64decode(pubkey.payload, validate=True)) == 32
     assert watcher.wait_for(f"{P}/game/state", "lobby").retain
+    game_id = watcher.wait_for(f"{P}/game/id")
+    assert game_id.retain and len(game_id.text) == 16 and int(game_id.text, 16) >= 0
 
     # -- lobby: joins (one plain, two sealed) -----------------------------------------
     teams["alice"].join()
@@ -134,7 +136,7 @@ def test_full_three_player_game(
         target, cells = model.salvo(shooter, turn_no, info["shots"])
         target_mark = teams[target].rec.mark()
         for x, y in cells:
-            teams[shooter].fire(target, x, y, turn=turn_no if turn_no % 2 else None)
+            teams[shooter].fire(target, x, y, turn=turn_no)
         salvo = watcher.wait(lambda m, n=turn_no: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n, after=mark)
         hits, sunk, defeated = model.apply(shooter, turn_no, target, cells)
         assert salvo.retain and salvo.json() == {"turn": turn_no, "player": shooter, "shots": len(cells), "hits": hits}
@@ -145,7 +147,9 @@ def test_full_three_player_game(
         n_cells = len(cells)
         wait_until(lambda: len(target_rec.on(hit_topic, after=target_mark)) >= n_cells, what="hits")  # noqa: B023
         got = target_rec.on(hit_topic, after=target_mark)
-        assert [(m.json()["x"], m.json()["y"]) for m in got] == cells
+        assert [m.json() for m in got] == [
+            {"x": x, "y": y, "turn": turn_no, "shot": k} for k, (x, y) in enumerate(cells, 1)
+        ]
         assert not any(m.retain for m in got)
 
         # salvo end order: hits -> salvo -> sunk... -> defeated... -> next turn / over
@@ -219,6 +223,7 @@ def test_full_three_player_game(
         fresh.wait_for(f"{P}/game/pubkey")
         fresh.wait_for(f"{P}/game/server", "up")
         retained = {m.topic: m.payload for m in fresh.messages if m.retain}
-        assert set(retained) == {f"{P}/game/state", f"{P}/game/server", f"{P}/game/pubkey"}, retained
+        assert set(retained) == {f"{P}/game/state", f"{P}/game/id", f"{P}/game/server", f"{P}/game/pubkey"}
+        assert retained[f"{P}/game/id"] != game_id.payload  # every game has a new id
     finally:
         fresh.close()

@@ -45,7 +45,13 @@ def test_too_few_fleets_at_the_deadline_keep_the_lobby_open(
     rearmed = watcher.wait(lambda m: m.topic == f"{P}/game/deadline" and m.json()["at"] > first + 0.4, timeout=5)
     assert rearmed.json()["phase"] == "placement"
     assert watcher.latest(f"{P}/game/state").text == "lobby"  # type: ignore[union-attr]
-    bob.place_fleet(COLUMNS)  # now every fleet is complete: the game starts at once
+    # bob placed nothing: removed from the lobby (v2), told so on his own topic
+    left_out = bob.rec.wait(lambda m: m.topic == f"{P}/players/bob/error").json()
+    assert left_out["code"] == "left_out"
+    watcher.wait_for(f"{P}/players/list", '["alice"]')
+    bob.join()  # back in, with a fleet this time: every fleet is complete, the game starts at once
+    watcher.wait_for(f"{P}/players/list", '["alice","bob"]')
+    bob.place_fleet(COLUMNS)
     watcher.wait_for(f"{P}/game/state", "turn")
 
 

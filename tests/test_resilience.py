@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -281,10 +280,16 @@ def test_a_new_referee_clears_stale_retained_state(
     try:
         fresh.wait_for(f"{P}/game/server", "up")
         fresh.wait_for(f"{P}/game/state", "lobby")
-        time.sleep(0.5)
+        # A marker after the subscription: mosquitto delivers to one subscriber
+        # in order, so once it is back every retained message has arrived.
+        marker = uuid.uuid4().hex.encode()
+        old = Recorder(broker, "referee", [])
+        old.publish(f"{P}/game/hits", marker)
+        old.close()
+        fresh.wait(lambda m: m.payload == marker)
         latest = {m.topic: m.payload for m in fresh.messages if m.retain}  # an empty payload clears
         retained = {topic for topic, payload in latest.items() if payload}
-        assert retained == {f"{P}/game/server", f"{P}/game/pubkey", f"{P}/game/state"}, retained
+        assert retained == {f"{P}/game/server", f"{P}/game/pubkey", f"{P}/game/state", f"{P}/game/id"}, retained
         make_team("alice").join()  # and the referee still hears its teams
         fresh.wait_for(f"{P}/players/list", '["alice"]')
     finally:

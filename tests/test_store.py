@@ -18,11 +18,11 @@ from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
 from salvo.codec import dumps
-from salvo.engine import Accepted, CloseLobby, Config, Event, Fire, Phase, Publish, Tick
+from salvo.engine import Accepted, Burn, CloseLobby, Config, Event, Fire, Phase, Publish, Tick
 from salvo.mqtt import Broker
 from salvo.protocol import Arena, Record
 from salvo.referee import ArenaRunner, make_arenas
-from salvo.store import StateInUse, Store, event_from_json, event_text, event_to_json
+from salvo.store import StateInUse, Store, config_to_json, event_from_json, event_text, event_to_json
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -98,14 +98,16 @@ def test_resume_at_every_event_equals_the_running_referee(tmp_path: Path) -> Non
     assert snapshots > 30
 
 
-def test_signatures_stay_spent_across_games_and_restarts(tmp_path: Path) -> None:
+def test_this_games_spent_signatures_survive_a_restart(tmp_path: Path) -> None:
     store, key, d = recording(tmp_path, "", 3)
     d.start({"alice": ROWS, "bob": COLUMNS})
-    nonce = b"n" * 24
-    d.ok(Fire("bob" if d.cur == "alice" else "alice", 9, 9, None, nonce, d.now))
+    shot, burned = b"n" * 24, b"b" * 24
+    me, other = d.cur, "bob" if d.cur == "alice" else "alice"
+    d.ok(Fire(me, other, 9, 9, None, None, shot, d.now))
+    d.ok(Burn(other, burned, d.now))
     again = resumed(store, "", key)
-    assert nonce in again.game.used_nonces
-    assert store.nonces("") == {nonce} | set(d.game.used_nonces)
+    assert again.game.nonce_seen(shot) is True and again.game.nonce_seen(burned) is False
+    assert again.game.game_id == d.game.game_id  # the id key is in the state file
 
 
 def _old_state_file(path: Path, events_schema: str) -> sqlite3.Connection:
@@ -117,7 +119,7 @@ def _old_state_file(path: Path, events_schema: str) -> sqlite3.Connection:
     return old
 
 
-def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Path) -> None:
+def test_a_state_file_from_before_the_nonce_column_still_opens(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     old = _old_state_file(
         path,
@@ -131,10 +133,16 @@ def test_a_state_file_from_before_the_nonce_column_keeps_its_nonces(tmp_path: Pa
     old.execute("INSERT INTO nonces VALUES ('', ?, 1)", (b"o" * 24,))
     old.commit()
     old.close()
+    old_arena = sqlite3.connect(path)
+    old_arena.execute("INSERT INTO arenas VALUES ('', '1', ?)", (config_to_json(CONFIG),))
+    old_arena.commit()
+    old_arena.close()
     store = Store(path)
-    store.record_many([("", 2, Fire("bob", 1, 1, None, b"m" * 24, 5.0))])
-    assert store.nonces("") == {b"o" * 24, b"m" * 24}
-    assert store.nonces("", before_game=2) == {b"o" * 24}
+    store.record_many([("", 2, Fire("alice", "bob", 1, 1, None, None, b"m" * 24, 5.0))])
+    assert store.current_game("") == (2, [Fire("alice", "bob", 1, 1, None, None, b"m" * 24, 5.0)])
+    seed, config, id_key = store.arena("") or ("", CONFIG, b"")
+    assert (seed, config, len(id_key)) == ("1", CONFIG, 32)  # an arena from v1 gets its game-id key
+    assert store.arena("") == (seed, config, id_key)  # once
 
 
 def _ticks(store: Store, entries: list[tuple[str, int, float]]) -> None:
@@ -210,7 +218,7 @@ def test_new_settings_are_journaled_and_replayed(tmp_path: Path) -> None:
     again = resumed(store, "x", key, faster)
     assert again.game.snapshot() == restarted.game.snapshot()
     # an unknown seed for a known arena keeps the stored one
-    assert store.arena("x") == ("5/x", CONFIG)
+    assert store.arena("x") == ("5/x", CONFIG, restarted.game.id_key)
 
 
 def test_journal_export_and_replay(tmp_path: Path) -> None:
@@ -254,9 +262,10 @@ def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        Fire("bob", 0, 9, 12, b"\x00" * 24, 1_763_812_345.123456),
-        Fire("a-b_C", 9, 0, None, None, 0.1),
-        Fire('odd "name" \u00e9', 3, 4, 0, b"n" * 24, 1e21),
+        Fire("alice", "bob", 0, 9, 12, "0123456789abcdef", b"\x00" * 24, 1_763_812_345.123456),
+        Fire("alice", "a-b_C", 9, 0, None, None, None, 0.1),
+        Fire('"q" \u00e9', 'odd "name" \u00e9', 3, 4, 0, 'g"', b"n" * 24, 1e21),
+        Burn("bob", b"b" * 24, 3.0),
         Tick(5.5),
     ],
 )
@@ -275,7 +284,7 @@ from salvo.store import Store
 store = Store(Path(sys.argv[1]))
 store.record_many([("a", 1, Tick(1.0))])
 store.settle()
-store.record_many([("a", 1, Fire("bob", 3, 4, 7, b"k" * 24, 2.0)), ("a", 2, Tick(3.0))])
+store.record_many([("a", 1, Fire("al", "bob", 3, 4, 7, "g", b"k" * 24, 2.0)), ("a", 2, Tick(3.0))])
 os._exit(0)  # killed before its SQLite commit: no settle, no close
 """
 
@@ -293,9 +302,8 @@ def test_events_a_killed_referee_had_only_spooled_are_taken_in_on_the_next_open(
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT COUNT(*) FROM events").fetchone() == (1,)  # only the settled one
     store = Store(path, writer=writer)  # a restarted referee, or an audit
-    assert store.events("a", 1) == [Tick(1.0), Fire("bob", 3, 4, 7, b"k" * 24, 2.0)]
+    assert store.events("a", 1) == [Tick(1.0), Fire("al", "bob", 3, 4, 7, "g", b"k" * 24, 2.0)]
     assert store.current_game("a") == (2, [Tick(3.0)])
-    assert store.nonces("a") == {b"k" * 24}
     assert spool.stat().st_size == 0
     store.close()
 
@@ -321,7 +329,7 @@ def test_a_cut_off_or_damaged_spool_line_ends_what_is_taken_in(
     assert len(lines) == 3
     Path(f"{other}-spool").write_bytes(b"".join(lines[:2]) + b"\xff\xfe not a line\n" + lines[2])
     again = Store(other)
-    assert again.events("a", 1) == [Tick(1.0), Fire("bob", 3, 4, 7, b"k" * 24, 2.0)]
+    assert again.events("a", 1) == [Tick(1.0), Fire("al", "bob", 3, 4, 7, "g", b"k" * 24, 2.0)]
     assert again.games("a") == [(1, 2)]  # game 2's one event came after the damage
     again.close()
 
@@ -329,7 +337,7 @@ def test_a_cut_off_or_damaged_spool_line_ends_what_is_taken_in(
 def test_a_second_referee_on_the_same_state_file_is_refused_and_an_audit_is_not(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = Store(path)
-    store.add_arena("p", "1/p", CONFIG)
+    store.add_arena("p", "1/p", CONFIG, bytes(32))
     store.record_many([("p", 1, Tick(1.0))])  # spooled, not yet settled
     with pytest.raises(StateInUse, match="in use by another referee"):
         Store(path)

@@ -152,7 +152,8 @@ def test_observer_builds_the_view_and_ignores_replayed_sinks() -> None:
     # a replayed (retained) sink is known but not credited to my last salvo
     obs.feed(t.sunk("a", "carrier"), "true", retained=True)
     assert v.sunk["a"] == ["patrolboat", "carrier"] and v.salvos[3].sunk == [("a", "patrolboat")]
-    obs.feed(t.hit("me"), '{"x":2,"y":3}')
+    obs.feed(t.hit("me"), '{"x":2,"y":3,"turn":3,"shot":1}')
+    obs.feed(t.hit("me"), '{"x":2,"y":3,"turn":3,"shot":1}')  # delivered twice: taken once
     obs.feed(t.defeated("a"), "true")
     assert v.incoming == [(2, 3)] and v.defeated == {"a"} and v.opponents() == []
     obs.feed(t.players_list, "not json")  # unreadable: ignored, nothing changes

@@ -4,6 +4,7 @@ referee with --teams admits only registered teams with their secret."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from click.testing import CliRunner
 from paho.mqtt.enums import CallbackAPIVersion
 
 from salvo.cli import main
-from salvo.teams import Registry, TeamRefused, add_team, mosquitto_hash, mosquitto_verify, read_passwd
+from salvo.errors import Rejection
+from salvo.teams import Registry, add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
+from salvo.tls import certificate_fingerprint
 
 from conftest import RefereeFactory
 from mosquitto import Mosquitto
@@ -73,7 +76,7 @@ def test_teams_cli_add_list_remove(tmp_path: Path) -> None:
     assert "MQTT username: ada" in added.output and "mqtt://night.local:1883" in added.output
     secret = next(line.split()[-1] for line in added.output.splitlines() if line.startswith("game secret:"))
     Registry(tmp_path / "teams.json").verify("ada", secret)
-    with pytest.raises(TeamRefused, match="wrong secret"):
+    with pytest.raises(Rejection, match="wrong secret"):
         Registry(tmp_path / "teams.json").verify("ada", secret + "x")
     assert secret not in (tmp_path / "teams.json").read_text()  # only the hash is stored
     assert (tmp_path / "teams.json").stat().st_mode & 0o077 == 0
@@ -85,10 +88,80 @@ def test_teams_cli_add_list_remove(tmp_path: Path) -> None:
 
     listed = runner.invoke(main, ["teams", "list", *files])
     assert "ada" in listed.output and "1 teams" in listed.output
+    # The broker's ACL beside the password file follows every change.
+    acl = tmp_path / "mosquitto.acl"
+    assert acl.read_text() == render_acl(["ada"]) and "kill -s HUP mosquitto" in added.output
     removed = runner.invoke(main, ["teams", "remove", "ada", *files])
     assert removed.exit_code == 0
     assert json.loads((tmp_path / "teams.json").read_text())["teams"] == {}
     assert "ada" not in read_passwd(tmp_path / "passwd")
+    assert acl.read_text() == render_acl()
+
+
+def test_acl_follows_the_password_file(tmp_path: Path) -> None:
+    passwd, acl = tmp_path / "broker" / "passwd", tmp_path / "elsewhere.acl"
+    runner = CliRunner()
+    referee = runner.invoke(main, ["teams", "referee", "--passwd", str(passwd), "--acl", str(acl)])
+    assert referee.exit_code == 0, referee.output
+    assert acl.read_text() == render_acl() and not (passwd.parent / "mosquitto.acl").exists()
+    add_team(tmp_path / "teams.json", passwd, "ada", acl=acl)
+    assert acl.read_text() == render_acl(["ada"])
+    assert acl.stat().st_mode & 0o777 == 0o644  # mosquitto runs as another user
+    # Logins made with mosquitto_passwd by hand: `salvo teams acl` catches up.
+    for user in ("bletchley", "bad+name"):
+        subprocess.run(["mosquitto_passwd", "-b", str(passwd), user, "pw"], check=True, capture_output=True)
+    made = runner.invoke(main, ["teams", "acl", "--passwd", str(passwd), "--acl", str(acl)])
+    assert made.exit_code == 0, made.output
+    assert acl.read_text() == render_acl(["ada", "bletchley"])
+    assert "'bad+name' cannot be a team name" in made.output
+    assert "user referee\ntopic readwrite #" in acl.read_text() and "user bad+name" not in acl.read_text()
+    missing = runner.invoke(main, ["teams", "acl", "--passwd", str(tmp_path / "nope")])
+    assert missing.exit_code != 0 and "no password file" in missing.output
+
+
+def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path) -> None:
+    runner = CliRunner()
+    made = runner.invoke(main, ["tls", "--dir", str(tmp_path / "tls"), "--host", "night.local"])
+    assert made.exit_code == 0, made.output
+    fingerprint = certificate_fingerprint(tmp_path / "tls" / "ca.crt")
+    assert f"CA SHA-256:  {fingerprint}" in made.output
+    files = ["--registry", str(tmp_path / "teams.json"), "--passwd", str(tmp_path / "passwd")]
+    # The CA is found where `salvo tls` put it, next to the password file.
+    added = runner.invoke(main, ["teams", "add", "ada", *files, "--broker-url", "mqtts://night.local:8883"])
+    assert added.exit_code == 0, added.output
+    card = dict(line.split(":", 1) for line in added.output.splitlines() if ":" in line and not line.startswith(" "))
+    assert card["broker"].strip() == "mqtts://night.local:8883"
+    assert card["CA file"].strip().startswith("ca.crt")
+    assert card["CA SHA-256"].strip() == fingerprint
+    assert "salvo bot --broker mqtts://night.local:8883 --ca-file ca.crt --username ada" in card["try it"]
+    # A plain URL: no CA on the card, and a warning for the organiser.
+    plain = runner.invoke(main, ["teams", "add", "bo", *files, "--broker-url", "mqtt://night.local:1883"])
+    assert plain.exit_code == 0 and "CA file" not in plain.output and "plain text" in plain.output
+
+
+@pytest.mark.mqtt
+def test_team_added_to_a_running_broker_plays_after_sighup(tmp_path: Path) -> None:
+    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+    mosq.start()
+    try:
+        runner = CliRunner()
+        files = ["--registry", str(tmp_path / "teams.json"), "--passwd", str(mosq.passwd)]
+        added = runner.invoke(main, ["teams", "add", "zed", *files, "--broker-url", mosq.tls_url()])
+        assert added.exit_code == 0, added.output
+        password = next(line.split()[-1] for line in added.output.splitlines() if line.startswith("MQTT password:"))
+        mosq.users["zed"] = password
+        mosq.reload()
+        zed = Recorder(mosq, "zed", ["/game/state"])  # over the plain listener: same logins, same ACL
+        referee = Recorder(mosq, "referee", [])
+        try:
+            assert zed.publish("/game/request_participation", "{}") < 0x80
+            referee.publish("/game/state", "lobby")
+            zed.wait_for("/game/state", "lobby")
+        finally:
+            zed.close()
+            referee.close()
+    finally:
+        mosq.stop()
 
 
 def test_referee_admits_only_registered_teams_with_their_secret(
@@ -101,7 +174,7 @@ def test_referee_admits_only_registered_teams_with_their_secret(
 ) -> None:
     registry_file = tmp_path / "teams.json"
     for name in ("alice", "carol"):
-        add_team(registry_file, tmp_path / "passwd", name, secret=f"{name}-secret")
+        add_team(registry_file, tmp_path / "passwd", name, secret=f"{name}-secret-for-tests")
     start_referee(registry=Registry(registry_file))
     P = f"/{prefix}"
 
@@ -110,18 +183,25 @@ def test_referee_admits_only_registered_teams_with_their_secret(
     watcher.wait_for(f"{P}/players/list", '["alice"]')
 
     bob = make_team("bob")  # a broker login, but not in this tournament
-    bob.join()
-    refused = watcher.wait_for(f"{P}/players/bob/error").json()
-    assert "not a registered team" in refused["error"]
+    bob.join(request_id="bob-1")
+    refused = watcher.wait(lambda m: m.topic == f"{P}/game/errors" and b"bob-1" in m.payload).json()
+    assert refused["code"] == "not_registered" and "not a registered team" in refused["error"]
 
     carol = make_team("carol", secret="guessed")
-    carol.join()
-    refused = watcher.wait_for(f"{P}/players/carol/error").json()
-    assert refused["error"] == "wrong secret for team 'carol'"
+    carol.join(request_id="carol-1")
+    refused = watcher.wait(lambda m: m.topic == f"{P}/game/errors" and b"carol-1" in m.payload).json()
+    assert refused == {
+        "topic": f"{P}/game/request_participation",
+        "error": "wrong secret for team 'carol'",
+        "code": "wrong_secret",
+        "request_id": "carol-1",
+    }
+    # refusals never go to a team's own error topic: the sender proved nothing
+    assert not watcher.on(f"{P}/players/carol/error") and not watcher.on(f"{P}/players/bob/error")
     assert watcher.latest(f"{P}/players/list") is not None
     assert watcher.latest(f"{P}/players/list").payload == b'["alice"]'  # type: ignore[union-attr]
 
     # Registered during the evening: no restart needed.
-    add_team(registry_file, tmp_path / "passwd", "dave", secret="dave-secret")
+    add_team(registry_file, tmp_path / "passwd", "dave", secret="dave-secret-for-tests")
     make_team("dave").join()
     watcher.wait_for(f"{P}/players/list", '["alice","dave"]')

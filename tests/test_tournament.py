@@ -16,6 +16,7 @@ import pytest
 from salvo.bots import make_strategy
 from salvo.client import GameRecord
 from salvo.conformance.harness import Recorder
+from salvo.errors import Code, Illegal
 from salvo.mqtt import Broker
 from salvo.teams import add_team
 from salvo.tournament import GameResult, follow, round_robin, standings, swiss_round
@@ -124,18 +125,24 @@ def test_a_tournament_roster_survives_the_registry(tmp_path: Path) -> None:
     from salvo.teams import Registry
 
     registry_path = tmp_path / "teams.json"
-    add_team(registry_path, tmp_path / "passwd", "ada")
+    card = add_team(registry_path, tmp_path / "passwd", "ada")
     registry = Registry(registry_path)
     arenas = make_arenas(["a1", "a2"], Config(), 1, PrivateKey.generate())
 
-    def roster(name: str) -> str | None:
-        return registry.check_name(name) or (None if name == "bob" else f"{name} is not scheduled here")
+    def roster(name: str, secret: str) -> bool | None:
+        verified = registry.admit(name, secret)
+        if name != "bob":
+            raise Illegal(Code.NOT_REGISTERED, f"{name} is not scheduled here")
+        return verified
 
     arenas[0].admit = roster
     Referee(arenas, Broker.from_url("mqtt://127.0.0.1:1"), registry=registry).pool.shutdown()  # never started
-    assert arenas[0].admit is roster and arenas[0].admit("ada") == "ada is not scheduled here"
-    assert arenas[1].admit is not None and arenas[1].admit("ada") is None
-    assert arenas[1].admit("eve")  # not registered
+    assert arenas[0].admit is roster
+    with pytest.raises(Illegal, match="ada is not scheduled here"):
+        arenas[0].admit("ada", card.secret)
+    assert arenas[1].admit is not None and arenas[1].admit("ada", card.secret) is True
+    with pytest.raises(Illegal, match="not a registered team"):
+        arenas[1].admit("eve", "whatever")
 
 
 def _director_cmd(mosq: Mosquitto, tmp_path: Path, registry: Path, *extra: str) -> list[str]:

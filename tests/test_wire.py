@@ -67,13 +67,27 @@ def test_signed_message_alias_and_conflicts() -> None:
         wire.parse_signed({"data": {"x": 1}, "signature": 5})
 
 
-def test_fire_data_is_strict() -> None:
-    assert wire.parse_fire({"x": 1, "y": 2}).turn is None
-    assert wire.parse_fire({"x": 1, "y": 2, "turn": 3}).turn == 3
-    assert wire.parse_fire({"x": 1, "y": 2, "turn": None}).turn is None  # null means "not given"
-    for bad in ({"x": 1.0, "y": 2}, {"x": "1", "y": 2}, {"x": False, "y": 2}):
+def test_fire_data_is_strict_and_bound() -> None:
+    bound = {"x": 1, "y": 2, "target": "bob", "turn": 3, "game": "0123456789abcdef"}
+    assert wire.parse_fire(bound) == wire.FireData(x=1, y=2, target="bob", turn=3, game="0123456789abcdef")
+    for missing in ("target", "turn", "game"):  # v2: all five required
+        with pytest.raises(Malformed, match=f"{missing}: Field required"):
+            wire.parse_fire({k: v for k, v in bound.items() if k != missing})
+    for bad in ({"x": 1.0}, {"x": "1"}, {"y": False}, {"turn": None}, {"target": 5}, {"game": "g" * 65}):
         with pytest.raises(Malformed, match="fire data"):
-            wire.parse_fire(bad)
+            wire.parse_fire({**bound, **bad})
+    # the v1 form, for --allow-unbound-fire only
+    assert wire.parse_unbound_fire({"x": 1, "y": 2}).turn is None
+    assert wire.parse_unbound_fire({"x": 1, "y": 2, "turn": None}).turn is None  # null means "not given"
+
+
+def test_a_joins_request_id_is_echoed_only_when_valid() -> None:
+    assert wire.parse_join({"name": "a", "secret": "s", "request_id": "r-1_A"}).request_id == "r-1_A"
+    assert wire.request_id_of({"name": 5, "request_id": "ok"}) == "ok"  # echoed whatever else is wrong
+    for bad in ("", "x" * 65, "a b", "é", 5, None):
+        assert wire.request_id_of({"request_id": bad}) is None
+    with pytest.raises(Malformed, match="request_id"):
+        wire.parse_join({"name": "a", "secret": "s", "request_id": "a/b"})
 
 
 def test_join_reasons_never_echo_the_input() -> None:
@@ -119,5 +133,6 @@ def test_every_engine_payload_matches_its_wire_model_exactly() -> None:
             if re.fullmatch(pattern, p.topic) and p.payload:
                 seen.add(pattern)
                 parsed = model.model_validate_json(p.payload)  # type: ignore[union-attr]
-                assert set(json.loads(p.payload)) == set(type(parsed).model_fields), p
+                # every key is the model's, and every field the model has a value for was sent
+                assert set(json.loads(p.payload)) == parsed.model_fields_set, p
     assert seen == {pattern for pattern, _ in MODELS}

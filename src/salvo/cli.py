@@ -53,7 +53,19 @@ def _setup_logging(level: str) -> None:
     )
 
 
+def _remember_ca_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    ctx.meta["salvo.ca_file"] = value
+
+
 def _broker_option(f: Any) -> Any:
+    f = click.option(
+        "--ca-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        envvar="SALVO_CA_FILE",
+        expose_value=False,
+        callback=_remember_ca_file,
+        help="For mqtts:// and wss://: trust only this CA (the organiser's ca.crt from `salvo tls`).",
+    )(f)
     f = click.option("--password", envvar="SALVO_PASSWORD", help="MQTT password (or in the URL).")(f)
     f = click.option("--username", envvar="SALVO_USERNAME", help="MQTT username (or in the URL).")(f)
     return click.option(
@@ -68,10 +80,12 @@ def _broker_option(f: Any) -> Any:
 def _parse_broker(url: str, username: str | None, password: str | None) -> Any:
     from salvo.mqtt import Broker
 
+    ca_file = click.get_current_context().meta.get("salvo.ca_file")
     try:
-        return Broker.from_url(url).with_credentials(username, password)
+        broker = Broker.from_url(url).with_credentials(username, password)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--broker") from None
+    return broker.with_ca_file(str(ca_file) if ca_file else None)
 
 
 def _arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
@@ -118,6 +132,14 @@ def _referee_key(key_file: Path) -> Any:
         return crypto.load_or_create_referee_key(key_file)
     except Exception as exc:  # unreadable, corrupt, wrong permissions: the user must act
         raise LocalFileError(f"cannot use key file {key_file}: {exc}") from None
+
+
+def _client_id(given: str | None, base: str, key: Any) -> str:
+    """The referee's MQTT client id base: as given, or ``base`` with a part
+    derived from the referee key (unguessable, stable across restarts)."""
+    from salvo import crypto
+
+    return given or f"{base}-{crypto.client_id_tag(key)}"
 
 
 def _config(*args: Any) -> Any:
@@ -180,15 +202,26 @@ def _config(*args: Any) -> Any:
 )
 @click.option(
     "--client-id",
-    default="salvo-referee",
-    show_default=True,
-    help="MQTT client id (its session survives restarts; one process per id).",
+    help="MQTT client id base (default: salvo-referee-<12 hex digits derived from the key file>, which nobody"
+    " without the key file can guess; its session survives restarts; one process per id).",
 )
 @click.option(
     "--teams",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="SALVO_TEAMS",
-    help="Team registry (salvo teams add): admit only these teams, with their secret.",
+    help="Team registry (salvo teams add): admit only these teams, with their secret. Any shared network needs it.",
+)
+@click.option(
+    "--sealed-joins-only",
+    is_flag=True,
+    envvar="SALVO_SEALED_JOINS_ONLY",
+    help="Refuse plain-JSON joins: a team's secret then never crosses the network or sits in the broker.",
+)
+@click.option(
+    "--allow-unbound-fire",
+    is_flag=True,
+    help="UNSAFE: also take v1 fire data {x, y} that names no target or game; such a signature can be"
+    " replayed at another target, in another game or arena (docs/security.md). Off by default.",
 )
 @_log_level_option
 def referee(
@@ -206,8 +239,10 @@ def referee(
     seed: int | None,
     key_file: Path,
     state: Path,
-    client_id: str,
+    client_id: str | None,
     teams: Path | None,
+    sealed_joins_only: bool,
+    allow_unbound_fire: bool,
     log_level: str,
 ) -> None:
     """Run the referee: the single source of truth of the game.
@@ -229,11 +264,25 @@ def referee(
     key = _referee_key(key_file)
     try:
         store = Store(state)
-        games = make_arenas(prefixes, config, seed, key, store)
+        games = make_arenas(
+            prefixes,
+            config,
+            seed,
+            key,
+            store,
+            sealed_joins_only=sealed_joins_only,
+            unbound_fire=allow_unbound_fire,
+        )
     except (OSError, sqlite3.Error) as exc:
         raise LocalFileError(f"cannot use state file {state}: {exc}") from None
+    if allow_unbound_fire:
+        logging.getLogger("salvo").warning(
+            "--allow-unbound-fire: v1 fire messages are accepted; their signatures can be replayed elsewhere"
+        )
     registry = _registry(teams) if teams is not None else None
-    service = Referee(games, target, client_id=client_id, journal=store, registry=registry)
+    service = Referee(
+        games, target, client_id=_client_id(client_id, "salvo-referee", key), journal=store, registry=registry
+    )
     try:
         _serve(service)
     finally:
@@ -735,20 +784,46 @@ _passwd_option = click.option(
 )
 
 
+_acl_option = click.option(
+    "--acl",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The broker's ACL (mosquitto acl_file), generated from the password file [default: mosquitto.acl next to it].",
+)
+
+
+def _reload_hint(*written: Path) -> None:
+    click.echo(
+        f"wrote {', '.join(map(str, written))}: make mosquitto re-read them with SIGHUP"
+        " (docker compose kill -s HUP mosquitto; natively kill -HUP <its pid>)",
+        err=True,
+    )
+
+
 @main.group()
 def teams() -> None:
-    """Provision teams for a tournament night: broker logins and game secrets."""
+    """Provision teams for a tournament night: broker logins and game secrets.
+
+    Every change rewrites the broker's password file and its ACL (one
+    section per team: spec section 9); mosquitto re-reads both on SIGHUP.
+    """
 
 
 @teams.command("add")
 @click.argument("name")
 @_registry_option
 @_passwd_option
+@_acl_option
 @click.option(
     "--broker-url",
-    default="mqtt://localhost:1883",
+    default="mqtts://localhost:8883",
     show_default=True,
-    help="Broker address printed on the connection card.",
+    help="Broker address printed on the connection card: the TLS listener, mqtts://<venue address>:8883.",
+)
+@click.option(
+    "--ca-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The CA that teams verify the broker with, for the card [default: tls/ca.crt next to the password file,"
+    " where `salvo tls` puts it, if there].",
 )
 @click.option("--mqtt-password", help="Use this MQTT password (default: a fresh random one).")
 @click.option("--secret", help="Use this game secret (default: a fresh random one).")
@@ -757,7 +832,9 @@ def teams_add(
     name: str,
     registry: Path,
     passwd: Path,
+    acl: Path | None,
     broker_url: str,
+    ca_file: Path | None,
     mqtt_password: str | None,
     secret: str | None,
     replace: bool,
@@ -765,21 +842,46 @@ def teams_add(
     """Register team NAME and print its connection card.
 
     Writes the team's MQTT login to the broker's password file (mosquitto's
-    $7$ format; mosquitto re-reads it on SIGHUP) and an argon2id hash of its
-    game secret to the registry (a running referee picks it up at once). The
-    card is the only place the two secrets are shown: hand it to the team.
+    $7$ format) and its rights to the ACL beside it (mosquitto re-reads both
+    on SIGHUP), and a verifier of its game secret to the registry (a running
+    referee picks it up at once). The card is the only place the two secrets
+    are shown: hand it to the team, with the CA file it names.
     """
-    from salvo.teams import TeamsError, add_team
+    from salvo.teams import TeamsError, add_team, default_acl_path
 
+    tls_url = broker_url.startswith(("mqtts:", "ssl:", "wss:"))
+    if ca_file is None and tls_url and (passwd.parent / "tls" / "ca.crt").exists():
+        ca_file = passwd.parent / "tls" / "ca.crt"
+    if ca_file is not None and not ca_file.exists():
+        raise LocalFileError(f"no CA file at {ca_file} (make one with: salvo tls)")
     try:
         card = add_team(
-            registry, passwd, name, broker=broker_url, mqtt_password=mqtt_password, secret=secret, replace=replace
+            registry,
+            passwd,
+            name,
+            broker=broker_url,
+            ca_file=ca_file,
+            mqtt_password=mqtt_password,
+            secret=secret,
+            replace=replace,
+            acl=acl,
         )
     except TeamsError as exc:
         raise SalvoError(str(exc)) from None
     except OSError as exc:
         raise LocalFileError(str(exc)) from None
     click.echo(card.text(), nl=False)
+    if not tls_url:
+        click.echo(
+            f"warning: {broker_url} is plain text: the team's MQTT password (and a plain join's secret) cross"
+            " the network readable; hand out the TLS listener, mqtts://HOST:8883",
+            err=True,
+        )
+    elif card.ca_file is None:
+        click.echo("note: no CA file on the card: the team's client will trust only the system's CAs", err=True)
+    else:
+        click.echo(f"hand the team {ca_file} with the card (never ca.key or server.key)", err=True)
+    _reload_hint(passwd, acl or default_acl_path(passwd))
 
 
 @teams.command("list")
@@ -806,25 +908,58 @@ def teams_list(registry: Path, passwd: Path) -> None:
 @click.argument("name")
 @_registry_option
 @_passwd_option
-def teams_remove(name: str, registry: Path, passwd: Path) -> None:
-    """Remove team NAME: its broker login and its registry entry."""
-    from salvo.teams import TeamsError, remove_team
+@_acl_option
+def teams_remove(name: str, registry: Path, passwd: Path, acl: Path | None) -> None:
+    """Remove team NAME: its broker login, its ACL section, its registry entry."""
+    from salvo.teams import TeamsError, default_acl_path, remove_team
 
     try:
-        remove_team(registry, passwd, name)
+        remove_team(registry, passwd, name, acl=acl)
     except TeamsError as exc:
         raise SalvoError(str(exc)) from None
+    except OSError as exc:
+        raise LocalFileError(str(exc)) from None
     click.echo(f"removed {name}")
+    _reload_hint(passwd, acl or default_acl_path(passwd))
 
 
 @teams.command("referee")
 @_passwd_option
+@_acl_option
 @click.option("--password", help="Use this password (default: a fresh random one).")
-def teams_referee(passwd: Path, password: str | None) -> None:
+def teams_referee(passwd: Path, acl: Path | None, password: str | None) -> None:
     """Create or change the referee's broker login; prints its password."""
-    from salvo.teams import REFEREE_USER, set_referee_login
+    from salvo.teams import REFEREE_USER, default_acl_path, set_referee_login
 
-    click.echo(f"{REFEREE_USER} password: {set_referee_login(passwd, password)}")
+    try:
+        password = set_referee_login(passwd, password, acl=acl)
+    except OSError as exc:
+        raise LocalFileError(str(exc)) from None
+    click.echo(f"{REFEREE_USER} password: {password}")
+    _reload_hint(passwd, acl or default_acl_path(passwd))
+
+
+@teams.command("acl")
+@_passwd_option
+@_acl_option
+def teams_acl(passwd: Path, acl: Path | None) -> None:
+    """Write the broker's ACL for the logins of a password file.
+
+    For password files kept with mosquitto_passwd by hand: every login but
+    the referee's is a team. (salvo teams add/remove/referee do this
+    themselves.)
+    """
+    from salvo.teams import write_acl_from_passwd
+
+    if not passwd.exists():
+        raise LocalFileError(f"no password file at {passwd}")
+    try:
+        path, skipped = write_acl_from_passwd(passwd, acl)
+    except OSError as exc:
+        raise LocalFileError(str(exc)) from None
+    for login in skipped:
+        click.echo(f"warning: {login!r} cannot be a team name: it gets no rights at all", err=True)
+    _reload_hint(path)
 
 
 @main.command()
@@ -866,7 +1001,9 @@ def teams_referee(passwd: Path, password: str | None) -> None:
     help="Seconds after its assignment a game must have started, else it is forfeited by whoever "
     "has no approved fleet (0: wait for ever). Longer than --placement-timeout.",
 )
-@click.option("--client-id", default="salvo-tournament", show_default=True)
+@click.option(
+    "--client-id", help="MQTT client id base of its referee (default: salvo-tournament-<derived from the key file>)."
+)
 @_log_level_option
 def tournament(
     broker: str,
@@ -897,6 +1034,7 @@ def tournament(
     without an approved fleet. Killed and started again with the same files,
     it carries on.
     """
+    from salvo.errors import Code, Illegal
     from salvo.referee import Referee, make_arenas
     from salvo.store import Store
     from salvo.tournament import Director, State, ranking_text
@@ -932,15 +1070,19 @@ def tournament(
     for arena in games:
         p = arena.topics.prefix
 
-        def admit(name: str, p: str = p) -> str | None:
-            if why := registry.check_name(name):
-                return why
+        def admit(name: str, secret: str, p: str = p) -> bool | None:
+            verified = registry.admit(name, secret)
             if name not in roster[p]:
-                return f"{name!r} is not scheduled in arena {p!r} now; see /tournament/assignments/{name}"
-            return None
+                raise Illegal(
+                    Code.NOT_REGISTERED,
+                    f"{name!r} is not scheduled in arena {p!r} now; see /tournament/assignments/{name}",
+                )
+            return verified
 
         arena.admit = admit
-    service = Referee(games, target, client_id=client_id, journal=store, registry=registry)
+    service = Referee(
+        games, target, client_id=_client_id(client_id, "salvo-tournament", key), journal=store, registry=registry
+    )
     service.start()
     if not service.wait_connected(30):
         service.stop()
@@ -974,33 +1116,84 @@ def tournament(
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on (0.0.0.0: the whole venue).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option(
-    "--broker-ws",
-    envvar="SALVO_BROKER_WS",
-    help="The broker's websocket address as browsers reach it (default: ws://<page's host>:9001).",
-)
+@_broker_option
 @_log_level_option
-def spectate(host: str, port: int, broker_ws: str | None, log_level: str) -> None:
+def spectate(host: str, port: int, broker: str, username: str | None, password: str | None, log_level: str) -> None:
     """Serve the live spectator page: arenas, turns, hits, sinks, winners, standings.
 
-    The page connects from the browser to the broker's websockets listener,
-    anonymously and read-only, and needs nothing from the internet. Put it
-    on the projector: one page shows every arena and the tournament table.
+    This server reads the public topics of every arena from the broker
+    (anonymously unless --username) and streams them to browsers as
+    server-sent events: browsers never talk to the broker, and the page
+    needs nothing from the internet. Put it on the projector: one page shows
+    every arena and the tournament table.
     """
     from salvo.spectate import SpectatorServer
 
     _setup_logging(log_level)
-    if broker_ws and not broker_ws.startswith(("ws://", "wss://")):
-        raise click.BadParameter("must start with ws:// or wss://", param_hint="--broker-ws")
+    target = _parse_broker(broker, username, password)
     try:
-        server = SpectatorServer((host, port), broker_ws)
+        server = SpectatorServer((host, port), target)
     except OSError as exc:
         raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
-    click.echo(f"spectator page on {server.url} (broker: {broker_ws or 'ws://<page host>:9001'}); Ctrl-C stops")
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
     try:
-        server.serve_forever()
+        assert server.feed is not None
+        server.feed.settled.wait(10)
+        if server.feed.refused:
+            raise BrokerRefused(server.feed.refused)
+        click.echo(f"spectator page on {server.url} (broker: {target.url}); Ctrl-C stops")
+        stop.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        server.shutdown()
+        server.close()
+
+
+@main.command("tls")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="data/tls",
+    show_default=True,
+    help="Where ca.crt, ca.key, server.crt and server.key go (mosquitto.conf reads them from there).",
+)
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    help="A name or IP address teams reach the broker by (repeatable). localhost and 127.0.0.1 are always in.",
+)
+@click.option(
+    "--days", type=click.IntRange(1, 825), default=365, show_default=True, help="Validity of the server certificate."
+)
+def tls(directory: Path, hosts: tuple[str, ...], days: int) -> None:
+    """Make the broker's TLS certificate: a CA of your own, and a server
+    certificate it signs for the addresses teams use (spec section 10).
+
+    An existing CA in the directory is kept (the teams' ca.crt stays valid)
+    and only the server certificate is issued again, e.g. for a new venue
+    address. Hand ca.crt to every team (salvo teams add puts its fingerprint
+    on the cards); ca.key and server.key never leave this machine. mosquitto
+    re-reads the certificate on SIGHUP.
+    """
+    from salvo.tls import TlsError, issue
+
+    try:
+        issued = issue(directory, hosts, days=days)
+    except TlsError as exc:
+        raise SalvoError(str(exc)) from None
+    except OSError as exc:
+        raise LocalFileError(str(exc)) from None
+    ca_state = "new" if issued.new_ca else "kept: the teams' copies stay valid"
+    click.echo(f"CA:          {issued.ca_cert} ({ca_state}); its key {issued.ca_key} stays with you")
+    click.echo(f"server:      {issued.server_cert} and {issued.server_key}, until {issued.not_after:%Y-%m-%d}")
+    click.echo(f"names:       {', '.join(issued.hosts)}")
+    click.echo(f"CA SHA-256:  {issued.ca_fingerprint}")
+    click.echo(
+        f"Hand out {issued.ca_cert} (salvo teams add puts it on the cards). Then make mosquitto re-read the"
+        " certificate: docker compose kill -s HUP mosquitto (natively: kill -HUP <its pid>)."
+    )

@@ -32,8 +32,9 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from salvo import crypto
+from salvo import crypto, wire
 from salvo.bots.base import Strategy
+from salvo.errors import Code
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.rules import SHIP_IDS, Placement
 from salvo.topics import Topics, name_error
@@ -52,6 +53,8 @@ REPEAT_JOIN_GRACE_S = 1.0
 JOIN_RESEND_S = 5.0
 #: How long a placement error waits for our own approval on the same ship.
 APPROVAL_GRACE_S = 0.5
+#: A "busy" join refusal (the referee is checking other joins) is retried after this.
+BUSY_RETRY_S = 0.5
 
 
 @functools.lru_cache(maxsize=64)
@@ -61,7 +64,12 @@ def _derive(name: str, secret: str) -> Future[bytes]:
 
 
 class SalvoError(Exception):
-    """The referee refused something (its reason is the message)."""
+    """The referee refused something: ``code`` (a :class:`~salvo.errors.Code`)
+    says what, for a program to branch on; the message is the reason."""
+
+    def __init__(self, reason: str, code: Code | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 class JoinRefused(SalvoError):
@@ -120,6 +128,7 @@ class SalvoClient:
         password: str | None = None,
         sealed: bool = True,
         client_id: str | None = None,
+        ca_file: str | None = None,
     ) -> None:
         if err := name_error(name):
             raise ValueError(err)
@@ -129,6 +138,8 @@ class SalvoClient:
         self._secret = secret
         self._key = _derive(name, secret)
         target = Broker.from_url(broker) if isinstance(broker, str) else broker
+        if ca_file is not None:
+            target = target.with_ca_file(ca_file)
         self.broker = target.with_credentials(username or target.username or name, password)
         self.view = View(name)
         self._observer = Observer(self.view, self.topics)
@@ -248,14 +259,32 @@ class SalvoClient:
 
     def join(self, timeout: float = 30.0, repeat_grace: float = REPEAT_JOIN_GRACE_S) -> None:
         """Join the lobby; returns once the referee lists this team. Raises
-        :class:`JoinRefused` with the referee's reason. If the team is listed
-        already (say, after a restart) the referee stays silent unless the
-        secret is wrong: ``repeat_grace`` is how long to listen for that."""
+        :class:`JoinRefused` with the referee's code and reason. If the team
+        is listed already (say, after a restart) the referee stays silent
+        unless the secret is wrong: ``repeat_grace`` is how long to listen.
+
+        Refusals come on the public ``/game/errors``; only one that echoes
+        this join's random ``request_id`` is believed, so nobody can make
+        this team think it was refused. A ``busy`` refusal is retried."""
         if not self.wait_until(lambda v: bool(v.state), timeout):
             raise TimeoutError("no /game/state from the referee: is it running on this prefix?")
-        request = json.dumps({"name": self.name, "secret": self._secret})
+        end = time.monotonic() + timeout
+        while True:
+            refusal = self._join_once(end, repeat_grace)
+            if refusal is None:
+                break
+            if refusal.code is not Code.BUSY or time.monotonic() >= end:
+                raise JoinRefused(refusal.error, refusal.code)
+            time.sleep(min(BUSY_RETRY_S, max(0.0, end - time.monotonic())))
+        self.key  # noqa: B018 - placements need the key: make sure it is ready
+
+    def _join_once(self, end: float, repeat_grace: float) -> wire.ErrorReport | None:
+        """Send one join (again every JOIN_RESEND_S while unanswered); the
+        refusal addressed to it, or None once the list names this team."""
+        request_id = os.urandom(12).hex()
+        request = json.dumps({"name": self.name, "secret": self._secret, "request_id": request_id})
         if self.sealed:
-            if not self.wait_until(lambda v: v.pubkey is not None, timeout):
+            if not self.wait_until(lambda v: v.pubkey is not None, max(0.0, end - time.monotonic())):
                 raise TimeoutError("no /game/pubkey to seal the request to (pass sealed=False?)")
             assert self.view.pubkey is not None
             request = crypto.seal_to(self.view.pubkey, request)
@@ -263,26 +292,30 @@ class SalvoClient:
         topic = self.topics.request_participation
         self._publish(topic, request)
 
-        def settled(_v: View) -> bool:
-            return any(
-                (isinstance(e, PlayersChanged) and self.name in e.players)
-                or (isinstance(e, ErrorReported) and e.report.topic == topic)
-                for e in self._since(mark)
+        def refusal() -> wire.ErrorReport | None:
+            return next(
+                (
+                    e.report
+                    for e in self._since(mark)
+                    if isinstance(e, ErrorReported) and e.public and e.report.request_id == request_id
+                ),
+                None,
             )
+
+        def settled(_v: View) -> bool:
+            listed = any(isinstance(e, PlayersChanged) and self.name in e.players for e in self._since(mark))
+            return listed or refusal() is not None
 
         # A new join is answered by the list; a repeat (after a restart) only
         # by a refusal: if none comes within the grace and the (retained)
         # list names us, we are in.
-        end = time.monotonic() + timeout
         if not self.wait_until(settled, repeat_grace) and self.name not in self.view.players:
             while not self.wait_until(settled, max(0.0, min(JOIN_RESEND_S, end - time.monotonic()))):
                 if time.monotonic() >= end:
                     raise TimeoutError("the referee did not answer the participation request")
                 self._publish(topic, request)
-        for e in self._since(mark):
-            if isinstance(e, ErrorReported) and e.report.topic == topic:
-                raise JoinRefused(e.report.error)
-        self.key  # noqa: B018 - placements need the key: make sure it is ready
+        with self._cond:
+            return refusal()
 
     def place_fleet(self, fleet: dict[str, Placement], timeout: float = 30.0, retries: int = 3) -> None:
         """Place all five ships; resend a ship whose placement got an error
@@ -306,16 +339,20 @@ class SalvoClient:
             self.wait_until(lambda _v, m=mark, s=ships: s <= self._approved(m), APPROVAL_GRACE_S)  # type: ignore[misc]
             approved = self._approved(mark)
             errors = {
-                self._ship_of(e): e.report.error
+                self._ship_of(e): (e.report.code, e.report.error)
                 for e in self._since(mark)
-                if isinstance(e, ErrorReported) and self._ship_of(e) in pending and self._ship_of(e) not in approved
+                if isinstance(e, ErrorReported)
+                and not e.public
+                and self._ship_of(e) in pending
+                and self._ship_of(e) not in approved
             }
             pending = {s: p for s, p in pending.items() if s not in approved}
             if not pending:
                 return
-            permanent = {s: r for s, r in errors.items() if not r.startswith("not a joined player")}
+            permanent = {s: (code, r) for s, (code, r) in errors.items() if code is not Code.NOT_JOINED}
             if permanent:
-                raise PlacementRefused("; ".join(f"{s}: {r}" for s, r in permanent.items()))
+                first_code = next(iter(permanent.values()))[0]
+                raise PlacementRefused("; ".join(f"{s}: {r}" for s, (_c, r) in permanent.items()), first_code)
             time.sleep(0.2 * (_attempt + 1))
         raise PlacementRefused(f"not approved after {retries} retries: {', '.join(pending)}")
 
@@ -324,7 +361,9 @@ class SalvoClient:
 
     def _answered(self, mark: int) -> set[str]:
         """Ships approved or refused since ``mark``."""
-        return self._approved(mark) | {self._ship_of(e) for e in self._since(mark) if isinstance(e, ErrorReported)}
+        return self._approved(mark) | {
+            self._ship_of(e) for e in self._since(mark) if isinstance(e, ErrorReported) and not e.public
+        }
 
     def _ship_of(self, e: ErrorReported) -> str:
         parts = e.report.topic.split("/")
@@ -355,13 +394,17 @@ class SalvoClient:
             return TurnToPlay(self.view.turn, self.view.allowed) if mine(self.view) else None
 
     def fire_salvo(self, shots: list[Shot]) -> None:
-        """Fire this turn's shots ``(target, x, y)``, each signed for this turn."""
+        """Fire this turn's shots ``(target, x, y)``, each signed for its
+        target, this turn and this game (protocol v2): a signature that
+        leaked would be good for nothing else."""
+        if not self.wait_until(lambda v: v.game_id is not None, 10.0):
+            raise TimeoutError("no /game/id from the referee to sign shots for")
         with self._cond:
-            turn = self.view.turn
+            turn, game = self.view.turn, self.view.game_id
             self.view.record_salvo(shots)
             self._fired = (self.view.game, turn)
         for target, x, y in shots:
-            message = crypto.sign(self.key, {"x": x, "y": y, "turn": turn})
+            message = crypto.sign(self.key, {"x": x, "y": y, "target": target, "turn": turn, "game": game})
             self._publish(self.topics.fire(target), json.dumps(message))
 
     def wait_game_over(self, timeout: float | None = None) -> GameRecord:
@@ -401,7 +444,7 @@ class SalvoClient:
                 try:
                     self.join()
                 except JoinRefused as refused:
-                    if not str(refused).startswith(("game in progress", "lobby full")):
+                    if refused.code not in (Code.GAME_IN_PROGRESS, Code.LOBBY_FULL):
                         raise
                     finished = self.view.game  # sit this game out
                     continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from salvo.errors import Malformed
+from salvo.errors import Code, Malformed
 
 MAX_PAYLOAD: Final = 4096
 MAX_DEPTH: Final = 32
@@ -56,7 +56,7 @@ def _depth_ok(raw: str) -> bool:
 
 def decode_text(payload: bytes, what: str = "payload") -> str:
     if len(payload) > MAX_PAYLOAD:
-        raise Malformed(f"{what} too large: {len(payload)} bytes, limit {MAX_PAYLOAD}")
+        raise Malformed(f"{what} too large: {len(payload)} bytes, limit {MAX_PAYLOAD}", Code.TOO_LARGE)
     try:
         return payload.decode("utf-8")
     except UnicodeDecodeError:
@@ -114,6 +114,10 @@ def json_equal(a: Any, b: Any) -> bool:
 MAX_TOPIC_ECHO: Final = 256
 
 
-def error_report(topic: str, reason: str, kind: str) -> str:
-    """The payload of every error topic: ``{"topic", "error", "kind"}``."""
-    return dumps({"topic": topic[:MAX_TOPIC_ECHO], "error": reason, "kind": kind})
+def error_report(topic: str, reason: str, code: str, request_id: str | None = None) -> str:
+    """The payload of every error topic: ``{"topic", "error", "code"}``, plus
+    ``request_id`` when a join carried one."""
+    report = {"topic": topic[:MAX_TOPIC_ECHO], "error": reason, "code": code}
+    if request_id is not None:
+        report["request_id"] = request_id
+    return dumps(report)

@@ -13,6 +13,9 @@ Decoding is strict: bad base64, a box shorter than 40 bytes or plaintext that
 is not UTF-8 JSON is :class:`~salvo.errors.Malformed`; a box that does not
 open with the expected key is :class:`~salvo.errors.Illegal` (it parsed, but
 is not from whom it must be).
+
+Who sent a signed message is whoever's key opens it (:func:`identify`):
+protocol v2 attributes every fire message that way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,7 +37,7 @@ from nacl.pwhash import argon2id
 from nacl.secret import SecretBox
 
 from salvo import codec
-from salvo.errors import Illegal, Malformed
+from salvo.errors import Code, Illegal, Malformed
 
 KEY_BYTES: Final = 32
 NONCE_BYTES: Final = SecretBox.NONCE_SIZE  # 24
@@ -83,19 +87,44 @@ def decode_box(text: str | bytes, what: str) -> bytes:
     return raw
 
 
-def open_box(key: bytes, raw: bytes, what: str, whose: str) -> bytes:
-    """Open a decoded box with ``key``; Illegal when it is not ``whose``."""
+def try_open(key: bytes, raw: bytes) -> bytes | None:
+    """Open a decoded box with ``key``; None when it does not open."""
     try:
         # The binding SecretBox(key).decrypt(raw) ends in, without its object
         # and encoder layers: every fire message is opened here.
         return crypto_secretbox_open_easy(raw[NONCE_BYTES:], raw[:NONCE_BYTES], key)
     except nacl.exceptions.CryptoError:
-        raise Illegal(f"{what} does not open with {whose} key") from None
+        return None
 
 
-def unseal(key: bytes, text: str | bytes, what: str, whose: str) -> bytes:
+def open_box(key: bytes, raw: bytes, what: str, whose: str, code: Code = Code.BAD_SIGNATURE) -> bytes:
+    """Open a decoded box with ``key``; Illegal when it is not ``whose``."""
+    plaintext = try_open(key, raw)
+    if plaintext is None:
+        raise Illegal(code, f"{what} does not open with {whose} key")
+    return plaintext
+
+
+def unseal(key: bytes, text: str | bytes, what: str, whose: str, code: Code = Code.CANNOT_DECRYPT) -> bytes:
     """Inverse of :func:`seal`: decode strictly, then open."""
-    return open_box(key, decode_box(text, what), what, whose)
+    return open_box(key, decode_box(text, what), what, whose, code)
+
+
+def identify(raw: bytes, keys: Iterable[tuple[str, bytes]]) -> tuple[str, bytes] | None:
+    """Who sealed the decoded box ``raw``: the first ``(name, key)`` whose key
+    opens it, as ``(name, plaintext)``; None when no key does. Put the
+    likeliest sender first: every miss costs one more (microsecond) try."""
+    for name, key in keys:
+        plaintext = try_open(key, raw)
+        if plaintext is not None:
+            return name, plaintext
+    return None
+
+
+def nonce_of(raw: bytes) -> bytes:
+    """A decoded box's 24-byte nonce: the replay-cache key (one byte string
+    has several base64 spellings, so the text would not do)."""
+    return raw[:NONCE_BYTES]
 
 
 def sign(key: bytes, data: Any, nonce: bytes | None = None) -> dict[str, Any]:
@@ -103,19 +132,22 @@ def sign(key: bytes, data: Any, nonce: bytes | None = None) -> dict[str, Any]:
     return {"data": data, "signature": seal(key, codec.dumps(data), nonce)}
 
 
-def verify(key: bytes, data: Any, signature: str, whose: str = "the current player's") -> bytes:
-    """Check a signed message; return the signature's 24-byte nonce (the
-    replay-cache key: one byte string has several base64 spellings)."""
-    raw = decode_box(signature, "signature")
-    plaintext = open_box(key, raw, "signature", whose)
+def check_signed(plaintext: bytes, data: Any) -> None:
+    """The opened signature must say exactly ``data`` (as a JSON value)."""
     # Clients sign the compact JSON of data (as sign() does): then the text is
     # byte for byte what dumps(data) gives, and that is the check. Any other
     # spelling of the same value is parsed and compared as JSON values.
     if plaintext != codec.dumps(data).encode():
-        signed = codec.loads(plaintext, "signed text")
+        signed = codec.loads(plaintext, "signed text")  # Malformed: not UTF-8 JSON
         if not codec.json_equal(signed, data):
-            raise Illegal("signature does not match data")
-    return raw[:NONCE_BYTES]
+            raise Illegal(Code.BAD_SIGNATURE, "signature does not match data")
+
+
+def verify(key: bytes, data: Any, signature: str, whose: str = "the current player's") -> bytes:
+    """Check a signed message under one key; return the signature's nonce."""
+    raw = decode_box(signature, "signature")
+    check_signed(open_box(key, raw, "signature", whose), data)
+    return nonce_of(raw)
 
 
 # -- referee key pair (sealed participation requests) -------------------------
@@ -136,6 +168,14 @@ def load_or_create_referee_key(path: Path) -> PrivateKey:
     return PrivateKey(b64decode_strict(raw.strip(), f"referee key file {path}"))
 
 
+def client_id_tag(key: PrivateKey) -> str:
+    """A stable, unguessable part for the referee's MQTT client ids (12 hex
+    digits): derived from its private key, so it survives restarts with the
+    key file (the persistent session needs that) and nobody without the key
+    file can take the referee's connections over by guessing the id."""
+    return nacl.hash.blake2b(b"salvo/mqtt-client-id", key=bytes(key), digest_size=6).decode("ascii")
+
+
 def public_key_b64(key: PrivateKey) -> str:
     return base64.b64encode(bytes(key.public_key)).decode("ascii")
 
@@ -154,4 +194,6 @@ def open_sealed_request(key: PrivateKey, text: str | bytes) -> bytes:
     try:
         return SealedBox(key).decrypt(raw)
     except nacl.exceptions.CryptoError:
-        raise Malformed("sealed request does not open with the referee's key (/game/pubkey)") from None
+        raise Malformed(
+            "sealed request does not open with the referee's key (/game/pubkey)", Code.CANNOT_DECRYPT
+        ) from None

@@ -11,14 +11,27 @@ Rules this module enforces (spec sections 5-7):
   LOBBY         Place (legal)                      ship approved; may start game
   LOBBY         Tick past deadline, >= 2 fleets    TURN, incomplete fleets left out
   LOBBY         Tick past deadline, < 2 fleets     deadline re-armed, still LOBBY
+  LOBBY         Tick past deadline                 incomplete fleets removed first
   TURN          Fire (valid)                       shot; a full salvo ends the turn
   TURN          Tick past turn deadline            the salvo ends with what it has
   TURN          salvo ends, <= 1 player left       OVER
-  OVER          Tick past reset deadline           LOBBY (a new game, nonces kept)
+  OVER          Tick past reset deadline           LOBBY: a new game, a new id
   LOBBY         CloseLobby (the organiser)         players sent away, LOBBY empty
+  any           Burn (an authentic, rejected       its nonce is spent for the game
+                signature)
   any           anything else                      Rejected, state untouched
   ============  =================================  ===============================
 
+* Every game has an id (``/game/id``), derived from the arena's secret id
+  key and the game number: unpredictable without the key, the same on a
+  replay. A fire signs it, with its target and turn (v2 binding).
+* A signature's nonce is spent for the rest of the game once it opened under
+  a player's key, shot or not; the nonces of a game are forgotten at its
+  reset (its id binds every signature to it), so memory stays flat.
+
+* At the placement deadline every joined player whose fleet is incomplete is
+  removed (told ``left_out``), so names that never place cannot hold the
+  lobby full.
 * Play order is the order in which fleets became complete; the first player
   is drawn from a RNG seeded by ``(seed, game number)``, then play goes round
   the order skipping defeated players.
@@ -40,20 +53,30 @@ from __future__ import annotations
 
 import copy
 import enum
+import hashlib
 import hmac
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from salvo.codec import dumps, error_report
-from salvo.errors import Illegal, Rejection
+from salvo.errors import Code, Illegal, Rejection
 from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Placement, placement_error
 from salvo.topics import Topics
 
 TRUE: Final = "true"
 FALSE: Final = "false"
-#: The ``hit`` payload of every cell, built once: it is sent on every shot.
-_HIT_PAYLOADS: Final = tuple(dumps({"x": c % BOARD_SIZE, "y": c // BOARD_SIZE}) for c in range(BOARD_SIZE * BOARD_SIZE))
+#: The start of every cell's ``hit`` payload, built once: one is sent per shot.
+_HIT_HEADS: Final = tuple(
+    f'{{"x":{c % BOARD_SIZE},"y":{c // BOARD_SIZE},"turn":' for c in range(BOARD_SIZE * BOARD_SIZE)
+)
+#: Spent nonces a player can leave in one game with rejected signatures.
+#: Beyond this the referee stops remembering them (a flood of authentic but
+#: rejected fire messages would otherwise grow memory and the journal): they
+#: could only be replayed by someone who reads fire topics, which the shipped
+#: ACL gives nobody but the referee (docs/security.md).
+BURN_CAP: Final = 1000
 #: The ``deadline`` payload, spelled out (every turn has one): unix seconds with
 #: three decimals, formatted at a third of the cost of ``dumps``/``round``.
 _DEADLINE: Final = '{"phase":"%s","at":%.3f}'
@@ -114,15 +137,29 @@ class Place:
 
 
 class Fire(NamedTuple):
-    """A verified shot of the current player. ``nonce`` is the signature's
-    nonce for replay protection; None for in-memory play without signatures.
-    (A NamedTuple: one is made per shot, and that is the hot path.)"""
+    """A shot signed by ``shooter`` (whose key opened the signature). ``turn``
+    and ``game`` are what it was signed for (None: not bound, in-memory play
+    or the unsafe v1 form); ``nonce`` the signature's nonce for replay
+    protection (None without signatures). (A NamedTuple: one is made per
+    shot, and that is the hot path.)"""
 
+    shooter: str
     target: str
     x: int
     y: int
     turn: int | None
+    game: str | None
     nonce: bytes | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Burn:
+    """A signature that opened under ``player``'s key but was rejected: its
+    nonce is spent for the rest of the game all the same (v2)."""
+
+    player: str
+    nonce: bytes
     now: float
 
 
@@ -150,7 +187,7 @@ class CloseLobby:
     now: float
 
 
-Event = Join | Place | Fire | Tick | Configure | CloseLobby
+Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn
 
 
 # -- effects and results ----------------------------------------------------------
@@ -209,6 +246,7 @@ class PlayerState:
     missed: int = 0
     defeated_in_turn: int | None = None
     reason: str | None = None  # "sunk" | "timeout" once defeated
+    burned: int = 0  # nonces of rejected signatures spent this game
     #: the name as a JSON string, for the payloads built on every turn
     quoted: str = ""
     #: this player's ``hit`` topic, published on every shot at them
@@ -237,20 +275,28 @@ class Game:
         seed: int | str,
         *,
         game_no: int = 1,
-        used_nonces: set[bytes] | None = None,
+        id_key: bytes | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
         self.seed = seed
         self.game_no = game_no
-        #: Nonces of every accepted signature, across games (spec section 3).
-        self.used_nonces: set[bytes] = used_nonces if used_nonces is not None else set()
+        #: The arena's secret for game ids: random and kept in the state file
+        #: by the referee; derived from the seed here when none is given
+        #: (predictable: for tests and simulations only).
+        self.id_key = id_key if id_key is not None else hashlib.blake2b(str(seed).encode()).digest()[:32]
         #: What the engine currently holds retained on the broker, topic -> payload;
         #: republished after a reconnect, cleared at reset.
         self.retained: dict[str, str] = {topics.state: Phase.LOBBY.value}
         self._new_game()
 
     def _new_game(self) -> None:
+        #: This game's id: 64 bits of a keyed BLAKE2b of its number.
+        self.game_id = hashlib.blake2b(str(self.game_no).encode(), key=self.id_key, digest_size=8).hexdigest()
+        self.retained[self.topics.game_id] = self.game_id
+        #: The nonce of every signature that opened under a player's key this
+        #: game: True when it was a shot, False when it was rejected.
+        self.nonces: dict[bytes, bool] = {}
         self.phase = Phase.LOBBY
         self.players: dict[str, PlayerState] = {}  # join order
         self.ready: list[str] = []  # fleet-completion order
@@ -273,12 +319,19 @@ class Game:
     def next_deadline(self) -> float | None:
         return self.deadline
 
-    def key_of(self, name: str) -> bytes | None:
-        p = self.players.get(name)
-        return p.key if p else None
+    def signers(self) -> Iterator[tuple[str, bytes]]:
+        """Whose key may open a signature, likeliest first: the current
+        player's, then every other player's of this game."""
+        current = self.current
+        if current is not None:
+            yield current, self.players[current].key
+        for name, player in self.players.items():
+            if name != current:
+                yield name, player.key
 
-    def current_key(self) -> bytes | None:
-        return self.players[self.current].key if self.current else None
+    def nonce_seen(self, nonce: bytes) -> bool | None:
+        """True: this signature was a shot; False: it was rejected; None: new."""
+        return self.nonces.get(nonce)
 
     def participants(self) -> list[PlayerState]:
         return [self.players[n] for n in self.order]
@@ -301,6 +354,8 @@ class Game:
                 note = self._place(event, out)
             elif isinstance(event, Join):
                 note = self._join(event, out)
+            elif isinstance(event, Burn):
+                note = self._burn(event)
             elif isinstance(event, CloseLobby):
                 note = self._close_lobby(event, out)
             elif isinstance(event, Configure):
@@ -336,17 +391,19 @@ class Game:
         """The checks of a join that need no key; the protocol layer runs them
         before paying for a key derivation, the engine again when applying."""
         if self.phase is not Phase.LOBBY:
-            raise Illegal(f"game in progress (state {self.phase.value}); join when /game/state is lobby")
+            raise Illegal(
+                Code.GAME_IN_PROGRESS, f"game in progress (state {self.phase.value}); join when /game/state is lobby"
+            )
         known = self.players.get(name)
         if known is None and len(self.players) >= self.config.max_players:
-            raise Illegal(f"lobby full: {self.config.max_players} players already joined")
+            raise Illegal(Code.LOBBY_FULL, f"lobby full: {self.config.max_players} players already joined")
         return known
 
     def _join(self, ev: Join, out: list[Publish]) -> str:
         known = self.check_join(ev.name)
         if known is not None:
             if not hmac.compare_digest(known.key, ev.key):
-                raise Illegal(f"name taken: {ev.name!r} already joined with another secret")
+                raise Illegal(Code.NAME_TAKEN, f"name taken: {ev.name!r} already joined with another secret")
             return f"{ev.name} joined again (no-op)"
         self.players[ev.name] = PlayerState(ev.name, ev.key, quoted=dumps(ev.name), hit_topic=self.topics.hit(ev.name))
         self._pub_players(out, list(self.players))
@@ -357,10 +414,10 @@ class Game:
 
     def _close_lobby(self, ev: CloseLobby, out: list[Publish]) -> str:
         if self.phase is not Phase.LOBBY:
-            raise Illegal(f"game in progress (state {self.phase.value}): it is played out")
+            raise Illegal(Code.GAME_IN_PROGRESS, f"game in progress (state {self.phase.value}): it is played out")
         names = list(self.players)
         for name in names:
-            report = error_report(self.topics.request_participation, f"lobby closed: {ev.reason}", "illegal")
+            report = error_report(self.topics.request_participation, f"lobby closed: {ev.reason}", Code.LOBBY_CLOSED)
             self._pub(out, self.topics.player_error(name), report, retain=False)
         self._reset(out)
         return f"lobby closed ({ev.reason}); sent away {names or 'nobody'}; game {self.game_no} opens"
@@ -369,18 +426,21 @@ class Game:
         """The checks of a placement that need no plaintext: the protocol layer
         runs them before decrypting, the engine again before applying."""
         if self.phase is not Phase.LOBBY:
-            raise Illegal(f"not in the lobby (state {self.phase.value}): ships are placed before the game starts")
+            raise Illegal(
+                Code.NOT_IN_LOBBY,
+                f"not in the lobby (state {self.phase.value}): ships are placed before the game starts",
+            )
         player = self.players.get(name)
         if player is None:
-            raise Illegal(f"not a joined player: {name!r} must join first")
+            raise Illegal(Code.NOT_JOINED, f"not a joined player: {name!r} must join first")
         if ship not in FLEET:
-            raise Illegal(f"unknown ship {ship!r}; ships are {', '.join(SHIP_IDS)}")
+            raise Illegal(Code.UNKNOWN_SHIP, f"unknown ship {ship!r}; ships are {', '.join(SHIP_IDS)}")
         return player
 
     def _place(self, ev: Place, out: list[Publish]) -> str:
         player = self.check_place(ev.name, ev.ship)
-        if reason := placement_error(player.fleet, ev.ship, ev.placement):
-            raise Illegal(reason)
+        if error := placement_error(player.fleet, ev.ship, ev.placement):
+            raise error
         moved = ev.ship in player.fleet
         was_complete = player.complete
         player.fleet[ev.ship] = ev.placement
@@ -403,24 +463,55 @@ class Game:
         if self.phase is Phase.OVER:
             self._reset(out)
             return f"reset: game {self.game_no} opens in the lobby"
+        # Whoever has no complete fleet by now leaves the lobby, whether the
+        # game starts or not: names that join and never place cannot keep it full.
+        left_out = self._remove_incomplete(out)
         if len(self.ready) >= 2:
-            left_out = [n for n in self.players if n not in self.ready]
             self._start(now, out)
             return f"placement deadline: game starts, left out {left_out or 'nobody'}"
         # Fewer than two complete fleets: the lobby stays open and tries again
-        # after another full placement period (a stale deadline would never fire).
-        self._pub_deadline(out, "placement", now + self.config.placement_timeout)
-        return f"placement deadline: only {len(self.ready)} complete fleet(s); lobby stays open"
+        # after another full placement period (a stale deadline would never
+        # fire); with nobody left in it, it waits for the next join.
+        if self.players:
+            self._pub_deadline(out, "placement", now + self.config.placement_timeout)
+        else:
+            self.deadline = None
+            self._pub(out, self.topics.deadline, "")
+        if left_out:
+            self._pub_players(out, list(self.players))
+        return (
+            f"placement deadline: only {len(self.ready)} complete fleet(s); lobby stays open;"
+            f" removed {left_out or 'nobody'}"
+        )
+
+    def _remove_incomplete(self, out: list[Publish]) -> list[str]:
+        """Remove every joined player whose fleet is incomplete, telling each
+        why and clearing their ships' retained approvals; who was removed."""
+        gone = [name for name, player in self.players.items() if not player.complete]
+        t = self.topics
+        for name in gone:
+            del self.players[name]
+            report = error_report(
+                t.deadline, "left out: your fleet was incomplete when the placement deadline passed", Code.LEFT_OUT
+            )
+            self._pub(out, t.player_error(name), report, retain=False)
+            for ship in SHIP_IDS:
+                self._pub(out, t.approved(name, ship), "")
+        return gone
+
+    def _burn(self, ev: Burn) -> str:
+        if ev.nonce in self.nonces:
+            raise Illegal(Code.REPLAYED, "replayed signature: its nonce is spent already")
+        player = self.players.get(ev.player)
+        if player is None:
+            raise Illegal(Code.UNKNOWN_TARGET, f"{ev.player!r} is not a player of this game")
+        if player.burned >= BURN_CAP:
+            raise Illegal(Code.BUSY, f"{ev.player} spent {BURN_CAP} nonces on rejected messages: no more are kept")
+        player.burned += 1
+        self.nonces[ev.nonce] = False
+        return f"{ev.player}'s rejected signature: nonce spent"
 
     def _start(self, now: float, out: list[Publish]) -> None:
-        for name, player in self.players.items():
-            if not player.complete:
-                report = error_report(
-                    self.topics.deadline,
-                    "left out: your fleet was incomplete when the placement deadline passed",
-                    "illegal",
-                )
-                self._pub(out, self.topics.player_error(name), report, retain=False)
         self.order = list(self.ready)
         self.after = dict(zip(self.order, self.order[1:] + self.order[:1], strict=True))
         # Fleets are fixed from here on: the cell -> ship map the shots look up.
@@ -458,21 +549,26 @@ class Game:
     def _fire(self, ev: Fire) -> Accepted:
         current = self.current
         if current is None:  # there is a current player exactly while a turn is on
-            raise Illegal(f"not in a turn (state {self.phase.value})")
-        name, x, y, turn, nonce, now = ev
-        if nonce is not None and nonce in self.used_nonces:
-            raise Illegal("replayed signature: this signature was already used")
+            raise Illegal(Code.NOT_IN_TURN, f"not in a turn (state {self.phase.value})")
+        shooter_name, name, x, y, turn, game, nonce, now = ev
+        if nonce is not None and nonce in self.nonces:
+            raise Illegal(Code.REPLAYED, "replayed signature: this signature was already used in this game")
+        if game is not None and game != self.game_id:
+            raise Illegal(Code.WRONG_GAME, f"wrong game: the message is for game {game!r}, this is {self.game_id!r}")
         if turn is not None and turn != self.turn:
-            raise Illegal(f"wrong turn: the message is for turn {turn}, this is turn {self.turn}")
+            raise Illegal(Code.WRONG_TURN, f"wrong turn: the message is for turn {turn}, this is turn {self.turn}")
+        if shooter_name != current:
+            raise Illegal(Code.NOT_CURRENT_PLAYER, f"not your turn: it is {current}'s")
         if not (0 <= x < BOARD_SIZE and 0 <= y < BOARD_SIZE):  # rules.on_board, inlined: hot path
-            raise Illegal(f"off the board: ({x}, {y}); x and y must be 0..{BOARD_SIZE - 1}")
+            raise Illegal(Code.OFF_BOARD, f"off the board: ({x}, {y}); x and y must be 0..{BOARD_SIZE - 1}")
+        # From the start of a game its players are its participants.
         target = self.players.get(name)
-        if target is None or name not in self.order:
-            raise Illegal(f"unknown target {name!r}: not a player in this game")
+        if target is None:
+            raise Illegal(Code.UNKNOWN_TARGET, f"unknown target {name!r}: not a player in this game")
         if target.defeated_in_turn is not None:
-            raise Illegal(f"target {name!r} is already defeated")
+            raise Illegal(Code.DEFEATED_TARGET, f"target {name!r} is already defeated")
         if nonce is not None:
-            self.used_nonces.add(nonce)
+            self.nonces[nonce] = True
         c = y * BOARD_SIZE + x  # rules.cell
         shooter = self.players[current]
         shooter.shots += 1
@@ -485,7 +581,7 @@ class Game:
             damage.add(c)
             if len(damage) == FLEET[ship]:
                 self.sank = True  # (or hit again): the salvo's end looks for sinks
-        out = [_new(Publish, (target.hit_topic, _HIT_PAYLOADS[c], False, False))]
+        out = [_new(Publish, (target.hit_topic, f'{_HIT_HEADS[c]}{self.turn},"shot":{fired}}}', False, False))]
         allowed = self.allowed  # (the salvo's end sets the next turn's)
         if fired < allowed:
             return _new(Accepted, (out, "%s fired at %s (%d,%d) %d/%d", (current, name, x, y, fired, allowed)))
@@ -603,8 +699,11 @@ class Game:
         }
 
     def _reset(self, out: list[Publish]) -> None:
-        for topic in [t for t in self.retained if t != self.topics.state]:
+        t = self.topics
+        for topic in [topic for topic in self.retained if topic not in (t.state, t.game_id)]:
             self._pub(out, topic, "")
-        self._pub(out, self.topics.state, Phase.LOBBY.value)
         self.game_no += 1
         self._new_game()
+        # The new id first: a client that sees the lobby has the id to sign with.
+        self._pub(out, t.game_id, self.game_id)
+        self._pub(out, t.state, Phase.LOBBY.value)

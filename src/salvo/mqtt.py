@@ -4,6 +4,9 @@ Broker addresses are URLs: ``mqtt://[user[:password]@]host[:port]``, also
 ``mqtts://`` (TLS), ``ws://``/``wss://`` (websockets; the path is kept).
 MQTT 5 is spoken by default; ``?protocol=3`` selects 3.1.1 for brokers
 without MQTT 5 (the demo's embedded amqtt broker, for one).
+
+TLS verifies the broker's certificate, against the system's CAs or, with
+``ca_file`` (``salvo tls`` makes one for a venue), against that CA only.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class Broker:
     tls: bool = False
     path: str = "/"
     mqtt5: bool = True
+    #: PEM file of the CA that signed the broker's certificate (TLS only)
+    ca_file: str | None = None
 
     @classmethod
     def from_url(cls, url: str) -> Broker:
@@ -62,6 +67,10 @@ class Broker:
     def with_credentials(self, username: str | None, password: str | None) -> Broker:
         """These credentials where given, the URL's otherwise."""
         return replace(self, username=username or self.username, password=password or self.password)
+
+    def with_ca_file(self, ca_file: str | None) -> Broker:
+        """Verify the broker's certificate against this CA (when given)."""
+        return replace(self, ca_file=ca_file) if ca_file else self
 
     @property
     def url(self) -> str:
@@ -97,7 +106,7 @@ def new_client(
     if broker.transport == "websockets":
         client.ws_set_options(path=broker.path)
     if broker.tls:
-        client.tls_set_context(ssl.create_default_context())
+        client.tls_set_context(ssl.create_default_context(cafile=broker.ca_file))
     if broker.username is not None:
         client.username_pw_set(broker.username, broker.password)
     if will is not None:

@@ -147,13 +147,13 @@ def engine_game(rng: random.Random, names: list[str], clock: EventClock | None =
         many = len(alive) > 1  # else every shot of the salvo at the one opponent
         target = alive[0]
         todo = aims[me, target]
-        turn = game.turn
+        turn, game_id = game.turn, game.game_id
         for _ in range(game.allowed):
             if many:
                 target = alive[rng.randrange(len(alive))]
                 todo = aims[me, target]
             x, y = todo.pop() if todo else _XY[rng.randrange(len(_XY))]
-            handle(_new(Fire, (target, x, y, turn, None, 0.0)))
+            handle(_new(Fire, (me, target, x, y, turn, game_id, None, 0.0)))
     return game.winner
 
 
@@ -442,16 +442,28 @@ class Table:
     t: Topics
     #: the payload of the first /game/turn
     first: bytes
+    #: /game/id, which every shot signs
+    game: str
 
 
 def _keys(names: list[str]) -> dict[str, bytes]:
     return {n: crypto.derive_team_key(n, f"{n}-bench-secret") for n in names}
 
 
-def open_table(probe: Probe, prefix: str, keys: dict[str, bytes]) -> Table:
+def read_retained(broker: Broker, topic: str, timeout: float = 30.0) -> bytes:
+    """The retained payload of ``topic`` (waits for a non-empty one)."""
+    probe = Probe(broker, [topic], "retained")
+    try:
+        return probe.expect(lambda tp, p: tp == topic and bool(p), timeout)[1]
+    finally:
+        probe.close()
+
+
+def open_table(probe: Probe, prefix: str, keys: dict[str, bytes], broker: Broker) -> Table:
     """Join both teams, place, and wait for the first turn (messages for
     this arena must reach ``probe``)."""
     t = Topics(prefix)
+    game = read_retained(broker, t.game_id).decode()
     names = tuple(keys)
     assert len(names) == 2
     for name in names:
@@ -462,12 +474,12 @@ def open_table(probe: Probe, prefix: str, keys: dict[str, bytes]) -> Table:
             body = json.dumps({"coordinates": f"{pl.x};{pl.y}", "orientation": pl.orientation.value})
             probe.publish(t.place(name, ship), crypto.seal(keys[name], body))
     _tp, first, _at = probe.expect(lambda tp, p: tp == t.turn and bool(p), timeout=60)
-    return Table(prefix, (names[0], names[1]), keys, t, first)
+    return Table(prefix, (names[0], names[1]), keys, t, first, game)
 
 
-def _fire_payload(key: bytes, turn: int, shot: int) -> str:
+def _fire_payload(key: bytes, target: str, turn: int, game: str, shot: int) -> str:
     x, y = WATER[shot % len(WATER)]
-    return json.dumps(crypto.sign(key, {"x": x, "y": y, "turn": turn}))
+    return json.dumps(crypto.sign(key, {"x": x, "y": y, "target": target, "turn": turn, "game": game}))
 
 
 def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
@@ -486,7 +498,7 @@ def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
         t = Topics(prefix)
         probe = Probe(broker, [t.turn, t.players_count, t.hit("+")], "rtt")
         try:
-            table = open_table(probe, prefix, keys)
+            table = open_table(probe, prefix, keys, broker)
             echoes: list[float] = []
             shots: list[float] = []
             info = json.loads(table.first)
@@ -500,7 +512,7 @@ def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
                 echoes.append((at - t0) * 1000)
                 me = info["player"]
                 other = next(x for x in table.names if x != me)
-                body = _fire_payload(keys[me], info["turn"], shot)
+                body = _fire_payload(keys[me], other, info["turn"], table.game, shot)
                 shot += 1
                 t0 = time.perf_counter()
                 probe.publish(t.fire(other), body)
@@ -528,7 +540,7 @@ def shot_throughput(broker: Broker, arenas: int, seconds: float) -> float:
             filters += [t.turn, t.players_count, t.hit("+")]
         probe = Probe(broker, filters, "tput")
         try:
-            tables = {p: open_table(probe, p, keys[p]) for p in prefixes}
+            tables = {p: open_table(probe, p, keys[p], broker) for p in prefixes}
             hits = [0]
             counting = [False]
             shots = dict.fromkeys(prefixes, 0)
@@ -551,7 +563,8 @@ def shot_throughput(broker: Broker, arenas: int, seconds: float) -> float:
                     me = info["player"]
                     other = next(x for x in table.names if x != me)
                     for _ in range(info["shots"]):
-                        probe.publish(table.t.fire(other), _fire_payload(table.keys[me], info["turn"], shots[prefix]))
+                        body = _fire_payload(table.keys[me], other, info["turn"], table.game, shots[prefix])
+                        probe.publish(table.t.fire(other), body)
                         shots[prefix] += 1
 
             probe.on_message = on_message

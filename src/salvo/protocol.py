@@ -8,8 +8,28 @@
 * :class:`Record` - persist this accepted event *before* publishing what
   follows it, so nothing a player was told is lost;
 * :class:`DeriveKey` - run argon2id somewhere slow work may run, then call
-  :meth:`Arena.on_key`;
+  :meth:`Arena.on_key` (or :meth:`Arena.on_key_failed`);
 * :class:`Log` - one readable line per accepted or rejected message.
+
+Rules of this layer (protocol v2), before the engine's own:
+
+* A fire message's sender is whoever's key opens its signature: the current
+  player's is tried first, then every other player's of the game. Errors go
+  to the sender's error topic; a signature that opens under no key, or a
+  message without one, is reported on ``/game/errors``.
+* Once a signature opened under a player's key its nonce is spent for the
+  game, whether the shot is taken or not (a :class:`~salvo.engine.Burn`,
+  journaled). A redelivery of a signature that *was* a shot is ignored in
+  silence: the broker sends unacknowledged messages again after a restart.
+* Fire data must name its target, turn and game (``/game/id``); the v1 form
+  ``{x, y}`` only with ``unbound_fire`` (unsafe, off by default).
+* Every refused join is reported on ``/game/errors`` only, echoing the
+  join's ``request_id``: the sender of a join has not proven who it is, so a
+  refusal on ``/players/<name>/error`` would let anyone forge one.
+* Joins cannot starve each other: at most one key derivation in flight per
+  name and :attr:`Arena.max_pending` in all, a short cool-down for a name
+  after a wrong secret found by derivation, and keys already derived (or
+  secrets a registry verifies at once) join without deriving.
 
 Rejections become error reports here and only here (:meth:`Arena._report`).
 """
@@ -20,18 +40,41 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 import nacl.hash
 from nacl.encoding import RawEncoder
 from nacl.public import PrivateKey
 
 from salvo import codec, crypto, wire
-from salvo.engine import Accepted, CloseLobby, Config, Configure, Event, Fire, Game, Join, Place, Publish, Result, Tick
-from salvo.errors import Illegal, Malformed, Rejection
+from salvo.engine import (
+    Accepted,
+    Burn,
+    CloseLobby,
+    Config,
+    Configure,
+    Event,
+    Fire,
+    Game,
+    Join,
+    Place,
+    Publish,
+    Rejected,
+    Tick,
+)
+from salvo.errors import Code, Illegal, Malformed, Rejection
 from salvo.topics import NAME_RE, Inbound, Route, name_error
 
+#: Keys derived recently, kept so a repeated join (a restart, a resend) is free.
 KEY_CACHE_SIZE: Final = 512
+#: Secrets found wrong by derivation, refused at once when they come again.
+WRONG_CACHE_SIZE: Final = 4096
+#: After a derivation finds a wrong secret, further joins for that name are
+#: refused ("busy") this long without deriving: one name's wrong guesses
+#: cannot keep the derivation pool busy.
+WRONG_SECRET_COOLDOWN_S: Final = 1.0
+#: Refusals sent for one join derivation at most (one per distinct request_id).
+MAX_REQUEST_IDS: Final = 4
 
 
 class Record(NamedTuple):
@@ -43,23 +86,29 @@ class Record(NamedTuple):
     game_no: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeriveKey:
-    """Derive ``name``'s team key from ``secret`` off the message thread, then
-    feed the key back through :meth:`Arena.on_key`."""
+    """Derive ``name``'s team key from ``secret`` off the message thread
+    (first checking the secret against the team registry when ``verify``),
+    then feed the key back through :meth:`Arena.on_key`."""
 
     name: str
     secret: str = field(repr=False)
     digest: bytes = field(repr=False)
+    verify: bool = False
+    #: the request ids of the joins waiting for this derivation
+    request_ids: list[str] = field(default_factory=list)
 
 
 class Log(NamedTuple):
     """One log line: ``text % args`` when there are args, formatted only
-    when the line is logged (the referee's own log level may be above it)."""
+    when the line is logged (the referee's own log level may be above it).
+    ``code`` is a rejection's, so a flood can be summarised by code."""
 
     accepted: bool
     text: str
     args: tuple[object, ...] = ()
+    code: str | None = None
 
     @property
     def line(self) -> str:
@@ -67,6 +116,10 @@ class Log(NamedTuple):
 
 
 Effect = Publish | Record | DeriveKey | Log
+
+#: Who may join: raises Illegal (not registered, wrong secret); True when the
+#: secret was verified at once; None when only a (slow) derivation can tell.
+Admit = Callable[[str, str], bool | None]
 
 
 def _printable(topic: str, limit: int = 120) -> str:
@@ -77,21 +130,36 @@ def _printable(topic: str, limit: int = 120) -> str:
 class Arena:
     """The referee of one arena (one topic prefix)."""
 
-    def __init__(self, game: Game, referee_key: PrivateKey, *, max_pending: int | None = None) -> None:
+    def __init__(
+        self,
+        game: Game,
+        referee_key: PrivateKey,
+        *,
+        admit: Admit | None = None,
+        sealed_joins_only: bool = False,
+        unbound_fire: bool = False,
+        max_pending: int | None = None,
+    ) -> None:
         self.game = game
         self.topics = game.topics
         self._referee_key = referee_key
         self.pubkey = crypto.public_key_b64(referee_key)
-        # Derivations in flight, by digest, so a repeated request is not derived twice.
-        self._pending: dict[bytes, DeriveKey] = {}
-        self._max_pending = max_pending or 2 * game.config.max_players + 8
-        # Recently derived keys. The digest is keyed with a per-process secret so
-        # this memory is no offline guessing aid for weak secrets.
+        #: Who may join at all (a tournament's registered teams), see :data:`Admit`.
+        self.admit = admit
+        #: Refuse plain-JSON joins: the secret then never crosses the network.
+        self.sealed_joins_only = sealed_joins_only
+        #: Accept the v1 fire data ``{x, y}`` (unsafe: replayable elsewhere).
+        self.unbound_fire = unbound_fire
+        #: Derivations in flight in all, and by name (at most one each).
+        self.max_pending = max_pending or 2 * game.config.max_players + 8
+        self._deriving: dict[str, DeriveKey] = {}
+        #: name -> until when its joins are refused after a wrong secret
+        self._cooldown: dict[str, float] = {}
+        # Derived keys and known-wrong secrets, by a digest keyed with a
+        # per-process secret, so this memory is no offline guessing aid.
         self._keys: OrderedDict[bytes, bytes] = OrderedDict()
+        self._wrong: OrderedDict[bytes, None] = OrderedDict()
         self._digest_key = os.urandom(32)
-        #: Who may join at all (a tournament's registered teams): returns why
-        #: not, or None. The secret is checked with the key derivation.
-        self.admit: Callable[[str], str | None] | None = None
 
     # -- entry points -----------------------------------------------------------
 
@@ -128,134 +196,229 @@ class Arena:
         result = self.game.handle(ev)
         if isinstance(result, Accepted):
             return [Record(ev, game_no), *result.effects, Log(True, result.summary)]
-        return [Log(False, f"lobby not closed: {result.error}")]
+        return [Log(False, f"lobby not closed: {result.error.reason}")]
 
     def on_message(self, topic: str, payload: bytes, now: float) -> list[Effect]:
         route = self.topics.parse_inbound(topic)
         if route is None:
-            return self._report(topic, None, Malformed("not a topic the referee reads"), None)
-        player: str | None = None
+            return self._report(topic, route, Malformed("not a topic the referee reads"), self.topics.errors)
         try:
-            if route.kind is Inbound.PLACE:
-                if err := name_error(route.name):
-                    raise Malformed(err)
-                player = route.name
             if len(payload) > codec.MAX_PAYLOAD:
-                raise Malformed(f"payload too large: {len(payload)} bytes, limit {codec.MAX_PAYLOAD}")
+                raise Malformed(f"payload too large: {len(payload)} bytes, limit {codec.MAX_PAYLOAD}", Code.TOO_LARGE)
             if route.kind is Inbound.FIRE:
                 return self._fire(topic, route, payload, now)
             if route.kind is Inbound.PLACE:
                 return self._place(topic, route, payload, now)
-            value = self._open_join(payload)
-            player = self._join_name(value)
-            return self._join(topic, route, value, player, now)
+            return self._join(topic, route, payload, now)
         except Rejection as err:
-            return self._report(topic, route, err, player)
+            return self._report(topic, route, err, self._error_topic(route))
 
     def on_key(self, job: DeriveKey, key: bytes, now: float) -> list[Effect]:
         """A derivation requested by a :class:`DeriveKey` effect finished."""
-        self._pending.pop(job.digest, None)
-        self._keys[job.digest] = key
-        while len(self._keys) > KEY_CACHE_SIZE:
-            self._keys.popitem(last=False)
-        topic = self.topics.request_participation
-        return self._apply(topic, Route(Inbound.JOIN), Join(job.name, key, now), job.name)
+        self._deriving.pop(job.name, None)
+        _remember(self._keys, job.digest, key, KEY_CACHE_SIZE)
+        return self._apply_join(Join(job.name, key, now), job.request_ids)
 
-    def on_key_failed(self, job: DeriveKey, reason: str) -> list[Effect]:
-        self._pending.pop(job.digest, None)
-        topic = self.topics.request_participation
-        return self._report(topic, Route(Inbound.JOIN), Illegal(reason), job.name)
+    def on_key_failed(self, job: DeriveKey, error: Rejection, now: float) -> list[Effect]:
+        """A derivation (with its registry check) refused the secret."""
+        self._deriving.pop(job.name, None)
+        if error.code is Code.WRONG_SECRET:
+            _remember(self._wrong, job.digest, None, WRONG_CACHE_SIZE)
+            self._cool_down(job.name, now)
+        return self._refuse_join(error, job.request_ids)
 
-    # -- per topic family --------------------------------------------------------------
+    # -- joins ------------------------------------------------------------------------
 
-    @staticmethod
-    def _join_name(value: object) -> str:
-        """Who sent a participation request: from here on, errors go to that
-        team's own error topic."""
-        name = value.get("name") if isinstance(value, dict) else None
-        if not isinstance(name, str):
-            raise Malformed('invalid participation request: "name" must be a string')
-        if err := name_error(name):
-            raise Malformed(err)
-        return name
+    def _join(self, topic: str, route: Route, payload: bytes, now: float) -> list[Effect]:
+        value, sealed = self._open_join(payload)
+        rid = wire.request_id_of(value)
+        try:
+            if self.sealed_joins_only and not sealed:
+                raise Illegal(
+                    Code.SEALED_ONLY, "this referee takes sealed joins only: seal the request to /game/pubkey"
+                )
+            name = _join_name(value)
+            request = wire.parse_join(value)
+            self.game.check_join(name)  # fail fast before paying for a derivation
+            verified = self.admit(name, request.secret) if self.admit is not None else None
+            digest = nacl.hash.blake2b(f"{name}\0{request.secret}".encode(), key=self._digest_key, encoder=RawEncoder)
+            key = self._keys.get(digest)
+            if key is not None:
+                return self._apply_join(Join(name, key, now), [rid] if rid else [])
+            if digest in self._wrong:
+                raise Illegal(Code.WRONG_SECRET, f"wrong secret for {name!r}")
+            return self._derive(name, request.secret, digest, verified, rid, now)
+        except Rejection as err:
+            return self._refuse_join(err, [rid] if rid else [])
 
-    def _open_join(self, payload: bytes) -> object:
+    def _derive(
+        self, name: str, secret: str, digest: bytes, verified: bool | None, rid: str | None, now: float
+    ) -> list[Effect]:
+        job = self._deriving.get(name)
+        if job is not None:
+            if job.digest != digest:
+                raise Illegal(Code.BUSY, f"busy: another join for {name!r} is being checked; try again in a moment")
+            if rid and rid not in job.request_ids and len(job.request_ids) < MAX_REQUEST_IDS:
+                job.request_ids.append(rid)
+            return [Log(True, f"join {name}: already deriving its key")]
+        until = self._cooldown.get(name)
+        if verified is not True and until is not None and now < until:
+            raise Illegal(
+                Code.BUSY,
+                f"busy: a wrong secret for {name!r} was just refused; try again in {WRONG_SECRET_COOLDOWN_S:g} s",
+            )
+        if len(self._deriving) >= self.max_pending:
+            raise Illegal(Code.BUSY, "busy: too many joins are being checked; try again in a moment")
+        job = DeriveKey(name, secret, digest, verify=verified is None and self.admit is not None)
+        if rid:
+            job.request_ids.append(rid)
+        self._deriving[name] = job
+        return [job, Log(True, f"join {name}: deriving key")]
+
+    def _cool_down(self, name: str, now: float) -> None:
+        if len(self._cooldown) >= WRONG_CACHE_SIZE:  # made-up names: forget the expired
+            self._cooldown = {n: t for n, t in self._cooldown.items() if t > now}
+        self._cooldown[name] = now + WRONG_SECRET_COOLDOWN_S
+
+    def _open_join(self, payload: bytes) -> tuple[object, bool]:
+        """The join's JSON value, and whether it came sealed."""
         # Base64 never starts with "{" or "[": anything else must be a sealed box.
         if payload.lstrip()[:1] in (b"{", b"["):
-            return codec.loads(payload, "participation request")
+            return codec.loads(payload, "participation request"), False
         try:
             plaintext = crypto.open_sealed_request(self._referee_key, payload)
         except Malformed as err:
-            raise Malformed(f"participation request is neither JSON nor a sealed box: {err.reason}") from None
-        return codec.loads(plaintext, "sealed participation request")
+            raise Malformed(f"participation request is neither JSON nor a sealed box: {err.reason}", err.code) from None
+        return codec.loads(plaintext, "sealed participation request"), True
 
-    def _join(self, topic: str, route: Route, value: object, name: str, now: float) -> list[Effect]:
-        request = wire.parse_join(value)
-        self.game.check_join(name)  # fail fast before paying for a derivation
-        if self.admit is not None and (why := self.admit(name)):
-            raise Illegal(why)
-        digest = nacl.hash.blake2b(f"{name}\0{request.secret}".encode(), key=self._digest_key, encoder=RawEncoder)
-        key = self._keys.get(digest)
-        if key is not None:
-            return self._apply(topic, route, Join(name, key, now), name)
-        if digest in self._pending:
-            return [Log(True, f"join {name}: already deriving its key")]
-        if len(self._pending) >= self._max_pending:
-            raise Illegal("referee busy: too many joins in progress, try again shortly")
-        job = DeriveKey(name, request.secret, digest)
-        self._pending[digest] = job
-        return [job, Log(True, f"join {name}: deriving key")]
+    def _apply_join(self, event: Join, request_ids: list[str]) -> list[Effect]:
+        game_no = self.game.game_no
+        result = self.game.handle(event)
+        if isinstance(result, Rejected):
+            if result.error.code is Code.NAME_TAKEN:  # a wrong secret for a joined name
+                self._cool_down(event.name, event.now)
+            return self._refuse_join(result.error, request_ids)
+        if not result.effects:  # the same name and secret again: nothing to record
+            return [Log(True, "join %s: %s", (event.name, result))]
+        return [Record(event, game_no), *result.effects, Log(True, "accept join: %s", (result,))]
+
+    def _refuse_join(self, err: Rejection, request_ids: list[str]) -> list[Effect]:
+        """Every refused join goes to /game/errors, once per request id."""
+        topic = self.topics.request_participation
+        rids: list[str | None] = [*request_ids] or [None]
+        effects: list[Effect] = []
+        for rid in rids:
+            effects += self._report(topic, Route(Inbound.JOIN), err, self.topics.errors, rid)
+        return effects
+
+    # -- placements -------------------------------------------------------------------
 
     def _place(self, topic: str, route: Route, payload: bytes, now: float) -> list[Effect]:
+        if err := name_error(route.name):
+            raise Malformed(err, Code.BAD_NAME)
         player = self.game.check_place(route.name, route.ship)
         plaintext = crypto.unseal(player.key, payload, "placement", "your team")
         placement = wire.parse_placement(codec.loads(plaintext, "placement"))
-        return self._apply(topic, route, Place(route.name, route.ship, placement, now), route.name)
+        event = Place(route.name, route.ship, placement, now)
+        game_no = self.game.game_no
+        result = self.game.handle(event)
+        if isinstance(result, Rejected):
+            raise result.error
+        return [Record(event, game_no), *result.effects, Log(True, "accept place %s: %s", (_printable(topic), result))]
+
+    # -- fire ---------------------------------------------------------------------------
 
     def _fire(self, topic: str, route: Route, payload: bytes, now: float) -> list[Effect]:
-        key = self.game.current_key()
-        if key is None:
-            raise Illegal(f"not in a turn (state {self.game.phase.value})")
-        if err := name_error(route.name, "target name"):
-            raise Malformed(err)
+        game = self.game
         signed = wire.parse_signed(codec.loads(payload, "fire message"))
-        nonce = crypto.verify(key, signed.data, signed.signature)
-        data = wire.parse_fire(signed.data)
-        return self._apply(topic, route, Fire(route.name, data.x, data.y, data.turn, nonce, now), None)
+        raw = crypto.decode_box(signed.signature, "signature")
+        found = crypto.identify(raw, game.signers())
+        if found is None:
+            raise Illegal(Code.BAD_SIGNATURE, "signature does not open with the key of any player of this game")
+        sender, plaintext = found
+        nonce = crypto.nonce_of(raw)
+        seen = game.nonce_seen(nonce)
+        if seen and _same_target(signed.data, route.name, self.unbound_fire):
+            # It was a shot, and this is its topic: the broker delivering it again.
+            return [Log(True, "ignore fire %s: %s's shot delivered again", (_printable(topic), sender))]
+        game_no = game.game_no
+        try:
+            if seen is not None:  # spent: a shot sent on elsewhere, or a rejected one again
+                raise Illegal(Code.REPLAYED, "replayed signature: this signature was already used in this game")
+            crypto.check_signed(plaintext, signed.data)
+            event = self._fire_event(route, signed.data, sender, nonce, now)
+            result = game.handle(event)
+            if isinstance(result, Rejected):
+                raise result.error
+        except Rejection as err:
+            effects: list[Effect] = []
+            if seen is None:
+                burn = Burn(sender, nonce, now)
+                if isinstance(game.handle(burn), Accepted):
+                    effects.append(Record(burn, game_no))
+            return effects + self._report(topic, route, err, self.topics.player_error(sender))
+        return [Record(event, game_no), *result.effects, Log(True, "accept fire %s: %s", (_printable(topic), result))]
 
-    # -- results and the one place errors are mapped to topics ---------------------------
+    def _fire_event(self, route: Route, data: object, sender: str, nonce: bytes, now: float) -> Fire:
+        if err := name_error(route.name, "target name"):
+            raise Malformed(err, Code.BAD_NAME)
+        try:
+            bound = wire.parse_fire(data)
+        except Malformed:
+            if not self.unbound_fire:
+                raise
+            v1 = wire.parse_unbound_fire(data)
+            return Fire(sender, route.name, v1.x, v1.y, v1.turn, None, nonce, now)
+        if bound.target != route.name:
+            raise Illegal(Code.WRONG_TARGET, f"wrong target: signed for {bound.target[:32]!r}, sent to {route.name!r}")
+        return Fire(sender, route.name, bound.x, bound.y, bound.turn, bound.game, nonce, now)
 
-    def _apply(self, topic: str, route: Route, event: Event, player: str | None) -> list[Effect]:
-        game_no = self.game.game_no
-        result: Result = self.game.handle(event)
-        if isinstance(result, Accepted):
-            kind = route.kind.value
-            return [
-                Record(event, game_no),
-                *result.effects,
-                Log(True, "accept %s %s: %s", (kind, _printable(topic), result)),
-            ]
-        return self._report(topic, route, result.error, player)
+    # -- the one place errors are mapped to topics --------------------------------------
 
-    def _error_topic(self, route: Route | None, player: str | None) -> str:
+    def _error_topic(self, route: Route) -> str:
+        """Where a message's rejection goes when its sender is not known by key."""
         t = self.topics
-        if route is None:
-            return t.errors
-        if route.kind is Inbound.FIRE:
-            # Only the current player can fire: the reason goes to them.
-            current = self.game.current
-            return t.player_error(current) if current else t.errors
-        if player is None:
-            return t.errors
-        # The ship level is echoed into a topic only when it is a plain name.
-        if route.kind is Inbound.PLACE and NAME_RE.fullmatch(route.ship):
-            return t.ship_error(player, route.ship)
-        return t.player_error(player)
+        if route.kind is Inbound.PLACE and not name_error(route.name):
+            # The ship level is echoed into a topic only when it is a plain name.
+            if NAME_RE.fullmatch(route.ship):
+                return t.ship_error(route.name, route.ship)
+            return t.player_error(route.name)
+        return t.errors
 
-    def _report(self, topic: str, route: Route | None, err: Rejection, player: str | None) -> list[Effect]:
-        where = self._error_topic(route, player)
+    def _report(
+        self, topic: str, route: Route | None, err: Rejection, where: str, request_id: str | None = None
+    ) -> list[Effect]:
         kind = route.kind.value if route else "message"
+        report = codec.error_report(topic, err.reason, err.code, request_id)
         return [
-            Publish(where, codec.error_report(topic, err.reason, err.kind), False, expendable=True),
-            Log(False, f"reject {kind} {_printable(topic)}: {err.kind}: {err.reason} -> {where}"),
+            Publish(where, report, False, expendable=True),
+            Log(False, f"reject {kind} {_printable(topic)}: {err.code}: {err.reason} -> {where}", code=err.code),
         ]
+
+
+def _same_target(data: object, target: str, unbound: bool) -> bool:
+    """Was this fire data sent on its own target's topic? (An unbound v1
+    shot names no target: any topic is its own.)"""
+    named = data.get("target") if isinstance(data, dict) else None
+    return named == target or (named is None and unbound)
+
+
+def _join_name(value: object) -> str:
+    """The name a participation request claims."""
+    name = value.get("name") if isinstance(value, dict) else None
+    if not isinstance(name, str):
+        raise Malformed('invalid participation request: "name" must be a string')
+    if err := name_error(name):
+        raise Malformed(err, Code.BAD_NAME)
+    return name
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(memory: OrderedDict[K, V], key: K, value: V, size: int) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > size:
+        memory.popitem(last=False)

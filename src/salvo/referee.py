@@ -42,13 +42,15 @@ from typing import Any, Final, Protocol
 import paho.mqtt.client as paho
 from nacl.public import PrivateKey
 from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from salvo import crypto
-from salvo.engine import Config, Event, Game, Publish, Rejected
+from salvo.engine import Config, Event, Fire, Game, Publish, Rejected
+from salvo.errors import Code, Illegal, Rejection
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
 from salvo.store import Store
-from salvo.teams import Registry, TeamRefused
+from salvo.teams import Registry
 from salvo.topics import Topics
 
 log = logging.getLogger("salvo.referee")
@@ -75,6 +77,9 @@ SETTLE_MAX: Final = 256
 #: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
 #: for a burst of shots and reports).
 MAX_INFLIGHT: Final = 20
+#: Rejections logged line by line per window (see RejectionLog).
+REJECT_LINES: Final = 100
+REJECT_WINDOW_S: Final = 10.0
 
 
 class Journal(Protocol):
@@ -113,8 +118,24 @@ class _Connected:
 
 
 @dataclass(frozen=True, slots=True)
+class _OutConnected:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class _Fatal:
     reason: str
+
+
+#: CONNACK reason codes that retrying will not change: bad user name or
+#: password, not authorized, bad authentication method.
+_REFUSED: Final = (0x86, 0x87, 0x8C)
+#: DISCONNECT reason code: another client connected with this client id.
+_SESSION_TAKEN_OVER: Final = 0x8E
+#: A runner's two connections, as log lines name them.
+_CONNECTION: Final = "connection"
+_PUBLISHING: Final = "publishing connection"
+_OTHER: Final = {_CONNECTION: _PUBLISHING, _PUBLISHING: _CONNECTION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,18 +240,26 @@ class ArenaRunner:
         # loses PUBACKs queued behind such a backlog (eclipse/mosquitto#3542),
         # and every lost PUBACK holds one of paho's in-flight slots for good.
         # The connection that only publishes never has a backlog.
+        self._client_ids = {_CONNECTION: client_id, _PUBLISHING: f"{client_id}-out"}
+        # How often each connection dropped, and how often the other one had
+        # when it did (see _note_reconnect).
+        self._drops = dict.fromkeys(self._client_ids, 0)
+        self._other_drops_then = dict.fromkeys(self._client_ids, 0)
         self.client = new_client(broker, client_id, manual_ack=True, persistent=True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
         self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"))
         self.out.on_connect = self._on_out_connect
+        self.out.on_disconnect = self._on_out_disconnect
         self.out.max_inflight_messages_set(MAX_INFLIGHT)
         # ``out`` first: its last will guards everything ``client`` triggers.
-        self._links = (_Link(self.out, "publishing connection"), _Link(self.client, "connection"))
+        self._links = (_Link(self.out, _PUBLISHING), _Link(self.client, _CONNECTION))
         self._received = 0
         self._misc_at = 0.0
         self.dropped_reports = 0
+        self.rejections = RejectionLog(self.name, clock)
+        self.cleared_retained = 0
         # The batch being worked through (see _work and _flush).
         self._records: list[tuple[str, int, Event]] = []
         self._outbox: list[Publish] = []
@@ -243,23 +272,63 @@ class ArenaRunner:
     def _on_connect(self, client: paho.Client, _u: Any, flags: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
             log.error("[%s] broker %s refused the connection: %s", self.name, self._broker.url, rc)
-            if not self._ever_connected and rc.value in (0x86, 0x87, 0x8C):  # bad credentials, not authorized
+            if not self._ever_connected and rc.value in _REFUSED:
                 self._high.append(_Fatal(f"broker refused the connection: {rc}"))
             return
         self._ever_connected = True
-        client.subscribe([(f, 1) for f in self.arena.topics.inbound_filters])
+        self._note_reconnect(_CONNECTION)
+        # Retain-as-published (MQTT 5): a message a team published with the
+        # retain flag keeps it, live or not, so the referee can clear it (a
+        # retained inbound message would be re-read at every resubscribe).
+        filters = self.arena.topics.inbound_filters
+        if self._broker.mqtt5:
+            client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
+        else:
+            client.subscribe([(f, 1) for f in filters])
         self._high.append(_Connected(bool(flags.session_present)))
 
     def _on_out_connect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
             log.error("[%s] broker %s refused the publishing connection: %s", self.name, self._broker.url, rc)
-            if rc.value in (0x86, 0x87, 0x8C):
+            if rc.value in _REFUSED:
                 self._high.append(_Fatal(f"broker refused the connection: {rc}"))
+            return
+        # This connection's last will may have said "down" while it was away
+        # (a cut, or another client taking its id over): say "up" again.
+        self._note_reconnect(_PUBLISHING)
+        self._high.append(_OutConnected())
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         self.connected.clear()
-        if rc.value != 0:
-            log.warning("[%s] lost the broker (%s); reconnecting", self.name, rc)
+        self._note_disconnect(rc, _CONNECTION)
+
+    def _on_out_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        self._note_disconnect(rc, _PUBLISHING)
+
+    def _note_disconnect(self, rc: ReasonCode, role: str) -> None:
+        self._drops[role] += 1
+        self._other_drops_then[role] = self._drops[_OTHER[role]]
+        if rc.value == _SESSION_TAKEN_OVER:  # (mosquitto 2.0.11 just closes the socket)
+            self._taken_over(role)
+        elif rc.value != 0:
+            log.warning("[%s] lost the broker (%s, %s); reconnecting", self.name, role, rc)
+
+    def _note_reconnect(self, role: str) -> None:
+        """A connection is back. If it went while the other one stayed up, the
+        broker dropped it alone: most likely another client connected with
+        its client id (the broker itself, or the network, would have dropped both)."""
+        if self._drops[role] and self._drops[_OTHER[role]] == self._other_drops_then[role]:
+            self._taken_over(role)
+
+    def _taken_over(self, role: str) -> None:
+        log.error(
+            "[%s] TAKEN OVER? the broker closed this referee's %s (client id %r) while its other connection stayed"
+            " up: another client connected with that id (another referee with the same --client-id, or someone who"
+            " knows it). The referee took it back and says 'up' again; see docs/security.md",
+            self.name,
+            role,
+            self._client_ids[role],
+        )
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         self._received += 1
@@ -427,6 +496,7 @@ class ArenaRunner:
             for link in self._links:
                 if link.client.socket() is not None:
                     link.client.loop_misc()
+            self.rejections.roll(self._clock())
 
     def _pump(self, done: Callable[[], bool], timeout: float) -> bool:
         """Network I/O only (the inbox keeps what arrives) until ``done()``."""
@@ -501,9 +571,7 @@ class ArenaRunner:
         now = self._clock()
         if isinstance(item, _Message):
             if item.retain:
-                # Only a fresh subscription delivers with the retain flag: the
-                # message is stale (from before this referee subscribed).
-                log.info("[%s] ignored stale retained message on %s", self.name, item.topic[:120])
+                self._clear_retained(item)
             else:
                 self._execute(self.arena.on_message(item.topic, item.payload, now))
             if item.qos > 0:
@@ -513,8 +581,13 @@ class ArenaRunner:
             if exc is None:
                 self._execute(self.arena.on_key(item.job, item.future.result(), now))
             else:
-                reason = str(exc) if isinstance(exc, TeamRefused) else f"join failed: {type(exc).__name__}"
-                self._execute(self.arena.on_key_failed(item.job, reason))
+                if not isinstance(exc, Rejection):
+                    log.error("[%s] key derivation for %s failed", self.name, item.job.name, exc_info=exc)
+                    exc = Illegal(Code.BUSY, "busy: the join could not be checked; try again")
+                self._execute(self.arena.on_key_failed(item.job, exc, now))
+        elif isinstance(item, _OutConnected):
+            if self.connected.is_set():  # presence was announced: only "up" may have been lost
+                self._outbox.append(Publish(self.arena.topics.server, "up", True))
         elif isinstance(item, _CloseLobby):
             effects = self.arena.close_lobby(item.reason, now)
             self._execute(effects)
@@ -533,6 +606,24 @@ class ArenaRunner:
             self._connected_at = self._clock()
             self.connected.set()
 
+    def _clear_retained(self, item: _Message) -> None:
+        """A message on an inbound topic with the retain flag: stale (left
+        from before this referee subscribed) or sent retained against the
+        protocol. Either way it is no action; clear it, so the broker does
+        not keep it and hand it out again at every resubscribe."""
+        if not item.payload:
+            return  # a clearing (ours, echoed back)
+        self.cleared_retained += 1
+        self._outbox.append(Publish(item.topic, "", True))
+        self.rejections.emit(
+            Log(
+                False,
+                "cleared a retained message on %s (inbound topics are not retained)",
+                (item.topic[:120],),
+                "retained",
+            )
+        )
+
     def _execute(self, effects: list[Effect] | list[Publish]) -> None:
         for effect in effects:
             if isinstance(effect, Publish):
@@ -550,10 +641,10 @@ class ArenaRunner:
             elif isinstance(effect, Record):
                 self._records.append((self.arena.topics.prefix, effect.game_no, effect.event))
             elif isinstance(effect, DeriveKey):
-                future = self._pool.submit(_team_key, self._registry, effect.name, effect.secret)
+                future = self._pool.submit(_team_key, self._registry, effect)
                 future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
-                emit(self.name, effect)
+                self.rejections.emit(effect)
 
     def _flush(self) -> None:
         """Journal the batch's events, then publish its effects, then ack its
@@ -614,6 +705,50 @@ def emit(arena: str, line: Log) -> None:
         log.log(level, "[%s] " + line.text, arena, *line.args)
     else:
         log.log(level, "[%s] %s", arena, line.text)
+
+
+class RejectionLog:
+    """Rejections are logged one line each up to REJECT_LINES per
+    REJECT_WINDOW_S; beyond that (a flood) they are counted by code and
+    summed up in one line per window, so garbage cannot fill the disk with
+    log lines or spend the referee's time writing them."""
+
+    def __init__(self, arena: str, clock: Callable[[], float]) -> None:
+        self.arena = arena
+        self._clock = clock
+        self._window_end = 0.0
+        self._lines = 0
+        self.suppressed: collections.Counter[str] = collections.Counter()
+
+    def emit(self, line: Log) -> None:
+        if line.accepted:
+            emit(self.arena, line)
+            return
+        self.roll(self._clock())
+        if self._lines < REJECT_LINES:
+            self._lines += 1
+            emit(self.arena, line)
+        else:
+            self.suppressed[line.code or "other"] += 1
+
+    def roll(self, now: float) -> None:
+        """Start a new window when the current one is over, summing up what
+        the old one did not log line by line."""
+        if now < self._window_end:
+            return
+        if self.suppressed:
+            total = sum(self.suppressed.values())
+            by_code = ", ".join(f"{code} {n}" for code, n in self.suppressed.most_common())
+            log.warning(
+                "[%s] %d more rejections in %g s not logged one by one (%s)",
+                self.arena,
+                total,
+                REJECT_WINDOW_S,
+                by_code,
+            )
+            self.suppressed.clear()
+        self._window_end = now + REJECT_WINDOW_S
+        self._lines = 0
 
 
 class _ArenaThread:
@@ -700,12 +835,13 @@ def _pending(sock: Any) -> bool:
     return pending is not None and pending() > 0
 
 
-def _team_key(registry: Registry | None, name: str, secret: str) -> bytes:
-    """On a pool thread: check a registered team's secret (argon2id), then
-    derive its team key (argon2id again; the spec's KDF)."""
-    if registry is not None:
-        registry.verify(name, secret)
-    return crypto.derive_team_key(name, secret)
+def _team_key(registry: Registry | None, job: DeriveKey) -> bytes:
+    """On a pool thread: check a registered team's secret when the registry
+    could not at once (an old entry: argon2id), then derive its team key
+    (argon2id; the spec's KDF)."""
+    if registry is not None and job.verify:
+        registry.verify(job.name, job.secret)
+    return crypto.derive_team_key(job.name, job.secret)
 
 
 class Referee:
@@ -727,7 +863,7 @@ class Referee:
                 # An arena with its own rule (a tournament's roster) keeps it:
                 # that rule consults the registry itself.
                 if arena.admit is None:
-                    arena.admit = registry.check_name
+                    arena.admit = registry.admit
         # argon2id is CPU-bound and takes 64 MiB while it runs: one worker per
         # core is as fast as more, and bounds that memory (6 workers: 400 MB).
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="argon2")
@@ -778,26 +914,31 @@ def make_arenas(
     referee_key: PrivateKey,
     store: Store | None = None,
     clock: Callable[[], float] = time.time,
+    *,
+    sealed_joins_only: bool = False,
+    unbound_fire: bool = False,
 ) -> list[Arena]:
     """One arena per prefix, all sharing the referee key pair. Arena ``p``'s
-    games are seeded with ``(seed, p)`` so arenas do not mirror each other.
+    games are seeded with ``(seed, p)`` so arenas do not mirror each other;
+    each has a random key its game ids derive from.
 
-    With a store, a known arena resumes: its stored seed, then every event
-    of its current game replayed through the engine; a new arena is added
-    with a random seed unless one is given."""
+    With a store, a known arena resumes: its stored seed and id key, then
+    every event of its current game replayed through the engine; a new arena
+    is added with a random seed unless one is given."""
     arenas = []
     for p in prefixes:
-        if store is None:
-            base = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
-            arenas.append(Arena(Game(config, Topics(p), _arena_seed(base, p)), referee_key))
-            continue
-        known = store.arena(p)
+        known = store.arena(p) if store is not None else None
         if known is None:
             base = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
-            store.add_arena(p, _arena_seed(base, p), config)
-            arenas.append(Arena(Game(config, Topics(p), _arena_seed(base, p)), referee_key))
+            id_key = os.urandom(32)
+            if store is not None:
+                store.add_arena(p, _arena_seed(base, p), config, id_key)
+            game = Game(config, Topics(p), _arena_seed(base, p), id_key=id_key)
+            arenas.append(Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire))
             continue
-        arena = _resume(store, p, known, referee_key)
+        assert store is not None
+        game = _resume(store, p, known)
+        arena = Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire)
         if seed is not None and _arena_seed(seed, p) != known[0]:
             log.warning("[%s] keeps its stored seed; --seed applies to new arenas only", p or "(default)")
         if arena.game.config != config:
@@ -813,13 +954,18 @@ def _arena_seed(seed: int | str, prefix: str) -> str:
     return f"{seed}/{prefix}" if prefix else str(seed)
 
 
-def _resume(store: Store, prefix: str, known: tuple[str, Config], referee_key: PrivateKey) -> Arena:
-    seed, created_with = known
+def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> Game:
+    seed, created_with, id_key = known
     game_no, events = store.current_game(prefix)
     config = store.config_before(prefix, game_no) or created_with
-    # Earlier games' nonces from the journal; this game's come back with its events.
-    game = Game(config, Topics(prefix), seed, game_no=game_no, used_nonces=store.nonces(prefix, before_game=game_no))
-    for event in events:
+    # Only this game's nonces matter (its id binds every signature to it):
+    # they come back with its events.
+    game = Game(config, Topics(prefix), seed, game_no=game_no, id_key=id_key)
+    for journaled in events:
+        event = journaled
+        if type(event) is Fire and not event.shooter:
+            # A v1 journal: its shots were the current player's.
+            event = event._replace(shooter=game.current or "")
         result = game.handle(event)
         if isinstance(result, Rejected):  # the journal and the engine disagree: say so, go on
             log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
@@ -832,4 +978,4 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config], referee_key: P
         game.phase.value,
         game.turn,
     )
-    return Arena(game, referee_key)
+    return game

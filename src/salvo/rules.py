@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
+from salvo.errors import Code, Illegal
+
 BOARD_SIZE: Final = 10
 
 #: Ship ids (exactly these lower-case ids appear in topics) and lengths, in the
@@ -28,7 +30,6 @@ FLEET: Final[dict[str, int]] = {
     "patrolboat": 2,
 }
 SHIP_IDS: Final[tuple[str, ...]] = tuple(FLEET)
-FLEET_CELLS: Final = sum(FLEET.values())
 
 
 class Orientation(enum.Enum):
@@ -83,7 +84,7 @@ class Placement:
         return f"{self.x};{self.y} {self.orientation.value}"
 
 
-def placement_error(fleet: dict[str, Placement], ship: str, placement: Placement) -> str | None:
+def placement_error(fleet: dict[str, Placement], ship: str, placement: Placement) -> Illegal | None:
     """Why ``placement`` of ``ship`` is illegal beside the rest of ``fleet``, or None.
 
     ``fleet`` may already hold ``ship`` (a move): its old cells do not count.
@@ -91,16 +92,17 @@ def placement_error(fleet: dict[str, Placement], ship: str, placement: Placement
     """
     length = FLEET.get(ship)
     if length is None:
-        return f"unknown ship {ship!r}; ships are {', '.join(SHIP_IDS)}"
+        return Illegal(Code.UNKNOWN_SHIP, f"unknown ship {ship!r}; ships are {', '.join(SHIP_IDS)}")
     if not placement.fits(length):
-        return (
+        return Illegal(
+            Code.OFF_BOARD,
             f"off the board: {ship} (length {length}) at {placement.describe()} "
-            f"does not fit on the {BOARD_SIZE}x{BOARD_SIZE} board"
+            f"does not fit on the {BOARD_SIZE}x{BOARD_SIZE} board",
         )
     wanted = placement.mask(length)
     for other, where in fleet.items():
         if other != ship and wanted & where.mask(FLEET[other]):
-            return f"overlap: {ship} at {placement.describe()} overlaps your {other}"
+            return Illegal(Code.OVERLAP, f"overlap: {ship} at {placement.describe()} overlaps your {other}")
     return None
 
 

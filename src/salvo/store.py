@@ -3,9 +3,10 @@
 The engine is deterministic given its settings, its seed and the events it
 accepted, so storing those is storing the game: a restarted referee replays
 the current game's events and is exactly where it was - players and keys,
-fleets, play order, turn, the shots of the salvo under way, deadlines (each
-event carries its wall-clock time), stats. A fire's signature nonce is kept
-in its row, so spent signatures stay spent across games; a small ``games``
+fleets, play order, turn, the shots of the salvo under way, spent signature
+nonces (shots and burns are events), deadlines (each event carries its
+wall-clock time), stats. A fire's or burn's nonce is also kept in its row
+for audits; a small ``games``
 table says where each game's events start. The journal doubles as an audit log
 (``salvo journal export``).
 
@@ -37,21 +38,22 @@ from pathlib import Path
 from typing import Any, Final
 
 from salvo.codec import dumps
-from salvo.engine import CloseLobby, Config, Configure, Event, Fire, Join, Place, Tick
+from salvo.engine import Burn, CloseLobby, Config, Configure, Event, Fire, Join, Place, Tick
 from salvo.rules import Orientation, Placement
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS arenas (
     prefix TEXT PRIMARY KEY,
     seed TEXT NOT NULL,
-    config TEXT NOT NULL            -- the settings the arena was created with
+    config TEXT NOT NULL,           -- the settings the arena was created with
+    id_key BLOB                     -- the secret its game ids derive from (v2)
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,         -- journal order (rows are never deleted, so ids only grow)
     arena TEXT NOT NULL,
     game INTEGER NOT NULL,          -- the game the event was applied to
     event TEXT NOT NULL,            -- JSON, see event_to_json
-    nonce BLOB                      -- a fire's signature nonce: a resume loads earlier games' ones
+    nonce BLOB                      -- a fire's or burn's signature nonce (an audit column)
 );
 """
 
@@ -68,9 +70,6 @@ CREATE TABLE games (
 ) WITHOUT ROWID;
 """
 
-#: State files written before the nonce moved into ``events`` (one b-tree
-#: less to write per commit: ~25% of a commit) keep their nonces here.
-LEGACY = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'nonces'"
 INSERT_EVENT = "INSERT INTO events (id, arena, game, event, nonce) VALUES (?, ?, ?, ?, ?)"
 INSERT_GAME = "INSERT OR IGNORE INTO games VALUES (?, ?, ?)"
 TAKE_EVENT = INSERT_EVENT.replace("INSERT", "INSERT OR IGNORE", 1)
@@ -92,13 +91,17 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
     if isinstance(ev, Fire):
         return {
             "type": "fire",
+            "shooter": ev.shooter,
             "target": ev.target,
             "x": ev.x,
             "y": ev.y,
             "turn": ev.turn,
+            "game": ev.game,
             "nonce": ev.nonce.hex() if ev.nonce is not None else None,
             "now": ev.now,
         }
+    if isinstance(ev, Burn):
+        return {"type": "burn", "player": ev.player, "nonce": ev.nonce.hex(), "now": ev.now}
     if isinstance(ev, Tick):
         return {"type": "tick", "now": ev.now}
     if isinstance(ev, Place):
@@ -127,10 +130,11 @@ def event_text(ev: Event) -> str:
     if type(ev) is not Fire:
         return dumps(event_to_json(ev))
     turn = "null" if ev.turn is None else str(ev.turn)
+    game = "null" if ev.game is None else dumps(ev.game)
     nonce = "null" if ev.nonce is None else f'"{ev.nonce.hex()}"'
     return (
-        f'{{"type":"fire","target":{dumps(ev.target)},"x":{ev.x},"y":{ev.y},'
-        f'"turn":{turn},"nonce":{nonce},"now":{ev.now!r}}}'
+        f'{{"type":"fire","shooter":{dumps(ev.shooter)},"target":{dumps(ev.target)},"x":{ev.x},"y":{ev.y},'
+        f'"turn":{turn},"game":{game},"nonce":{nonce},"now":{ev.now!r}}}'
     )
 
 
@@ -138,7 +142,10 @@ def event_from_json(d: dict[str, Any]) -> Event:
     kind = d["type"]
     if kind == "fire":
         nonce = bytes.fromhex(d["nonce"]) if d["nonce"] is not None else None
-        return Fire(d["target"], d["x"], d["y"], d["turn"], nonce, d["now"])
+        # v1 journals named no shooter (it was the current player) and no game.
+        return Fire(d.get("shooter", ""), d["target"], d["x"], d["y"], d["turn"], d.get("game"), nonce, d["now"])
+    if kind == "burn":
+        return Burn(d["player"], bytes.fromhex(d["nonce"]), d["now"])
     if kind == "tick":
         return Tick(d["now"])
     if kind == "place":
@@ -235,7 +242,8 @@ class Store:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(events)")}
             if "nonce" not in columns:
                 self._db.execute("ALTER TABLE events ADD COLUMN nonce BLOB")
-            self._legacy_nonces = self._db.execute(LEGACY).fetchone() is not None
+            if "id_key" not in {row[1] for row in self._db.execute("PRAGMA table_info(arenas)")}:
+                self._db.execute("ALTER TABLE arenas ADD COLUMN id_key BLOB")
             if self._db.execute(HAS_GAMES).fetchone() is None:
                 # A new file, or one from before the games table (which had an
                 # index instead, and AUTOINCREMENT ids: both kept working).
@@ -319,15 +327,25 @@ class Store:
 
     # -- arenas -------------------------------------------------------------------------
 
-    def arena(self, prefix: str) -> tuple[str, Config] | None:
-        """The seed and creation settings of a known arena."""
+    def arena(self, prefix: str) -> tuple[str, Config, bytes] | None:
+        """The seed, creation settings and game-id key of a known arena. An
+        arena from before game ids (protocol v1) gets its key now."""
         with self._lock:
-            row = self._db.execute("SELECT seed, config FROM arenas WHERE prefix = ?", (prefix,)).fetchone()
-        return (row[0], config_from_json(row[1])) if row else None
+            row = self._db.execute("SELECT seed, config, id_key FROM arenas WHERE prefix = ?", (prefix,)).fetchone()
+            if row is None:
+                return None
+            id_key = row[2]
+            if id_key is None:
+                id_key = os.urandom(32)
+                self._db.execute("UPDATE arenas SET id_key = ? WHERE prefix = ?", (id_key, prefix))
+        return row[0], config_from_json(row[1]), bytes(id_key)
 
-    def add_arena(self, prefix: str, seed: str, config: Config) -> None:
+    def add_arena(self, prefix: str, seed: str, config: Config, id_key: bytes) -> None:
         with self._lock:
-            self._db.execute("INSERT INTO arenas VALUES (?, ?, ?)", (prefix, seed, config_to_json(config)))
+            self._db.execute(
+                "INSERT INTO arenas (prefix, seed, config, id_key) VALUES (?, ?, ?, ?)",
+                (prefix, seed, config_to_json(config), id_key),
+            )
 
     def arenas(self) -> list[str]:
         with self._lock:
@@ -354,7 +372,8 @@ class Store:
                 starts = game_key not in self._games
                 if starts:
                     self._games.add(game_key)
-                row = (self._next_id, arena, game, event_text(ev), ev.nonce if type(ev) is Fire else None, starts)
+                nonce = ev.nonce if isinstance(ev, (Fire, Burn)) else None
+                row = (self._next_id, arena, game, event_text(ev), nonce, starts)
                 self._next_id += 1
                 rows.append(row)
                 arena_json = self._arena_json.get(arena) or self._arena_json.setdefault(arena, dumps(arena))
@@ -421,18 +440,6 @@ class Store:
         ev = event_from_json(json.loads(row[0]))
         assert isinstance(ev, Configure)
         return ev.config
-
-    def nonces(self, arena: str, before_game: int | None = None) -> set[bytes]:
-        """Nonces of accepted signatures (of games before ``before_game``)."""
-        self.settle()
-        where = "arena = ? AND nonce IS NOT NULL"
-        args: list[object] = [arena]
-        if before_game is not None:
-            where += " AND game < ?"
-            args.append(before_game)
-        tables = ("events", "nonces") if self._legacy_nonces else ("events",)
-        with self._lock:
-            return {bytes(r[0]) for t in tables for r in self._db.execute(f"SELECT nonce FROM {t} WHERE {where}", args)}
 
     def games(self, arena: str) -> list[tuple[int, int]]:
         """(game number, number of events) of every game in the journal."""

@@ -39,7 +39,9 @@ def rss_mb(pid: int, field_name: str = "VmRSS") -> float:
 class RefereeProcess:
     """``python -m salvo referee`` as a subprocess for the given arenas.
     With the same ``workdir`` and ``client_id`` a restart is the same referee
-    (state file, key, MQTT session); by default both are fresh."""
+    (state file, key, MQTT session); by default both are fresh. A
+    ``client_id`` of "" leaves the referee its own default (derived from
+    the key file)."""
 
     def __init__(
         self,
@@ -65,8 +67,7 @@ class RefereeProcess:
             str(self.dir / "state.db"),
             "--key-file",
             str(self.dir / "referee.key"),
-            "--client-id",
-            client_id or f"stress-{os.urandom(3).hex()}",
+            *(["--client-id", client_id or f"stress-{os.urandom(3).hex()}"] if client_id != "" else []),
             "--log-level",
             "warning",
             *flags,

@@ -1,27 +1,38 @@
 """Team provisioning for a tournament night: one step makes a team's broker
 login and its game secret.
 
-Two files, both plain text an organiser can inspect:
+Three files, all plain text an organiser can inspect:
 
 - the broker's password file (mosquitto's ``$7$`` format: PBKDF2-SHA512,
   101 iterations, 12-byte salt — what ``mosquitto_passwd`` writes), with one
   line per team plus the referee's own login;
-- the referee's team registry (JSON): per team an argon2id hash of the game
-  secret. ``salvo referee --teams FILE`` admits only these teams, and only
-  with the right secret.
+- the broker's ACL next to it (:func:`render_acl`, spec section 9), generated
+  from the password file's logins: mosquitto 2.0 gives logged-in users the
+  public topics only through a section of their own;
+- the referee's team registry (JSON): per team a keyed BLAKE2b verifier of
+  the game secret. ``salvo referee --teams FILE`` admits only these teams,
+  and only with the right secret.
 
-Secrets are generated here, printed once on the team's connection card, and
-stored only as hashes.
+Secrets are generated here (128 random bits), printed once on the team's
+connection card, and stored only as verifiers. The verifier is fast on
+purpose: a join with a wrong secret is refused in microseconds, without the
+argon2id derivation a flood of wrong guesses could otherwise keep busy
+(docs/security.md). A fast hash is safe for a 128-bit random secret; an
+organiser's own secret must therefore be at least MIN_SECRET_CHARS long.
+Registries written before the verifier hold an argon2id hash instead, which
+the referee checks on its key-derivation pool.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
 import secrets
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,23 +41,23 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from salvo.topics import name_error
+from salvo.errors import Code, Illegal
+from salvo.topics import TournamentTopics, access_filters, name_error
 
 #: What mosquitto_passwd uses for ``$7$`` hashes.
 PBKDF2_ITERATIONS = 101
 SALT_BYTES = 12
 #: The referee's own broker login (see mosquitto.acl).
 REFEREE_USER = "referee"
+#: An organiser's own game secret must be at least this long (see above).
+MIN_SECRET_CHARS = 16
+_VERIFIER_PERSON = b"salvo-team"
 
 _hasher = PasswordHasher()
 
 
 class TeamsError(Exception):
     """A registry or password file problem, with a message for the organiser."""
-
-
-class TeamRefused(Exception):
-    """A join the registry does not allow; the message is the wire reason."""
 
 
 def mosquitto_hash(password: str, salt: bytes | None = None, iterations: int = PBKDF2_ITERATIONS) -> str:
@@ -70,6 +81,24 @@ def mosquitto_verify(password: str, encoded: str) -> bool:
 def new_secret() -> str:
     """A fresh password or game secret: 128 bits, URL- and shell-safe."""
     return secrets.token_urlsafe(16)
+
+
+def secret_verifier(secret: str, salt: bytes | None = None) -> str:
+    """``b2$<salt>$<digest>``: keyed BLAKE2b-256 of a game secret."""
+    salt = os.urandom(16) if salt is None else salt
+    digest = hashlib.blake2b(secret.encode(), key=salt, person=_VERIFIER_PERSON, digest_size=32).digest()
+    return f"b2${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
+
+
+def verifier_matches(secret: str, verifier: str) -> bool:
+    try:
+        kind, salt, _digest = verifier.split("$")
+        if kind != "b2":
+            return False
+        expected = secret_verifier(secret, base64.b64decode(salt, validate=True))
+    except ValueError:
+        return False
+    return hmac.compare_digest(expected, verifier)
 
 
 # -- the broker's password file ---------------------------------------------------------
@@ -101,14 +130,81 @@ def _write_atomically(path: Path, text: str, mode: int) -> None:
     os.replace(tmp, path)
 
 
+# -- the broker's ACL ------------------------------------------------------------------------
+
+_ACL_HEADER = """\
+# salvo broker ACL (spec section 9). GENERATED: do not edit by hand.
+# `salvo teams add/remove/referee` rewrite it next to the password file;
+# after editing the password file otherwise, regenerate it with
+#   salvo teams acl --passwd PASSWD --acl THIS_FILE
+# then make mosquitto re-read both: SIGHUP (docker compose kill -s HUP mosquitto).
+#
+# How mosquitto 2.0's default ACL reads this file:
+# - "pattern" lines apply to every login, wherever they stand; %u is the
+#   login's username, and a pattern with %u never matches an anonymous client.
+#   Patterns without %u would make mosquitto warn at every start: none here.
+# - "topic" lines before the first "user" line are anonymous clients' rights;
+# - "topic" lines after "user NAME" are that login's rights (a login without a
+#   section has only the patterns): hence one section per team.
+# Every rule exists for unprefixed topics and for arena prefixes (/+/...).
+# Nobody but the referee reads /game/request_participation or any fire topic.
+"""
+
+
+def render_acl(teams: Iterable[str] = ()) -> str:
+    """mosquitto's acl_file for these team logins (plus the referee and
+    anonymous spectators). Raises ValueError for a name no team can have."""
+    plain, prefixed = access_filters(), access_filters(any_prefix=True)
+    public = [*plain.public, *prefixed.public, f"{TournamentTopics.root}/#"]
+    lines = [_ACL_HEADER, "# -- every team: its own placements and private topics"]
+    for f in (*plain.own_write, *prefixed.own_write):
+        lines.append(f"pattern write {f}")
+    for f in (*plain.own_read, *prefixed.own_read):
+        lines.append(f"pattern read {f}")
+    lines += ["", "# -- anonymous spectators: the public topics, read-only"]
+    lines += [f"topic read {f}" for f in public]
+    lines += ["", "# -- the referee: everything", f"user {REFEREE_USER}", "topic readwrite #"]
+    for name in sorted(set(teams) - {REFEREE_USER}):
+        if err := name_error(name):
+            raise ValueError(f"{name!r}: {err}")
+        lines += ["", f"# -- team {name}: the public topics; join; fire at anyone", f"user {name}"]
+        lines += [f"topic read {f}" for f in public]
+        lines += [f"topic write {f}" for f in (*plain.team_write, *prefixed.team_write)]
+    return "\n".join(lines) + "\n"
+
+
+def default_acl_path(passwd: Path) -> Path:
+    """Where the ACL lives unless told: next to the password file."""
+    return passwd.with_name("mosquitto.acl")
+
+
+def write_acl_from_passwd(passwd: Path, acl: Path | None = None) -> tuple[Path, list[str]]:
+    """Rewrite the ACL for every login of the password file (all but the
+    referee are teams). Returns its path and the logins left without rights
+    because they cannot be team names."""
+    path = acl or default_acl_path(passwd)
+    return path, _write_acl(path, read_passwd(passwd))
+
+
+def _write_acl(path: Path, logins: Iterable[str]) -> list[str]:
+    teams = [u for u in logins if u != REFEREE_USER]
+    skipped = sorted(u for u in teams if name_error(u))
+    # Read by mosquitto (another user in its container); holds no secret.
+    _write_atomically(path, render_acl(u for u in teams if u not in skipped), 0o644)
+    return skipped
+
+
 # -- the referee's registry ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Team:
     name: str
+    #: argon2id hash of the secret (registries written before the verifier)
     secret_hash: str
     added: str
+    #: keyed BLAKE2b of the secret (see secret_verifier); "" in old registries
+    verifier: str = ""
 
 
 class Registry:
@@ -136,9 +232,11 @@ class Registry:
         try:
             raw: Any = json.loads(self.path.read_text())
             teams = {
-                name: Team(name, entry["secret"], entry.get("added", ""))
+                name: Team(name, entry.get("secret", ""), entry.get("added", ""), entry.get("verifier", ""))
                 for name, entry in raw.get("teams", {}).items()
             }
+            if not all(t.secret_hash or t.verifier for t in teams.values()):
+                raise KeyError("a team without a secret")
         except (ValueError, AttributeError, KeyError, TypeError) as err:
             raise TeamsError(f"{self.path}: not a salvo team registry ({err})") from err
         self._teams, self._mtime = teams, (stat.st_ino, stat.st_mtime_ns)
@@ -149,25 +247,43 @@ class Registry:
             self._reload()
             return dict(self._teams)
 
-    def check_name(self, name: str) -> str | None:
-        """Why ``name`` may not join (None: it may, if the secret is right)."""
-        if name not in self.teams:
-            return f"{name!r} is not a registered team of this tournament (ask the organisers)"
-        return None
-
-    def verify(self, name: str, secret: str) -> None:
-        """Raise :class:`TeamRefused` unless ``secret`` is ``name``'s. Slow
-        (argon2id): call it off the message thread."""
+    def _team(self, name: str) -> Team:
         team = self.teams.get(name)
         if team is None:
-            raise TeamRefused(f"{name!r} is not a registered team of this tournament (ask the organisers)")
+            raise Illegal(
+                Code.NOT_REGISTERED, f"{name!r} is not a registered team of this tournament (ask the organisers)"
+            )
+        return team
+
+    def admit(self, name: str, secret: str) -> bool | None:
+        """May ``name`` join with ``secret``? Raises Illegal (not registered,
+        wrong secret); True when the secret was verified (microseconds);
+        None when only :meth:`verify` can tell (an old argon2id entry)."""
+        team = self._team(name)
+        if not team.verifier:
+            return None
+        if not verifier_matches(secret, team.verifier):
+            raise Illegal(Code.WRONG_SECRET, f"wrong secret for team {name!r}")
+        return True
+
+    def verify(self, name: str, secret: str) -> None:
+        """Raise Illegal unless ``secret`` is ``name``'s. Slow for an old
+        argon2id entry: call it off the message thread."""
+        team = self._team(name)
+        if team.verifier:
+            self.admit(name, secret)
+            return
         try:
             _hasher.verify(team.secret_hash, secret)
         except (VerificationError, InvalidHashError):
-            raise TeamRefused(f"wrong secret for team {name!r}") from None
+            raise Illegal(Code.WRONG_SECRET, f"wrong secret for team {name!r}") from None
 
     def save(self, teams: dict[str, Team]) -> None:
-        body = {"version": 1, "teams": {t.name: {"secret": t.secret_hash, "added": t.added} for t in teams.values()}}
+        entries = {}
+        for t in teams.values():
+            entry = {"verifier": t.verifier} if t.verifier else {"secret": t.secret_hash}
+            entries[t.name] = {**entry, "added": t.added}
+        body = {"version": 2, "teams": entries}
         with self._lock:
             _write_atomically(self.path, json.dumps(body, indent=2) + "\n", 0o600)
             self._mtime = None
@@ -178,21 +294,36 @@ class Registry:
 
 @dataclass(frozen=True)
 class Card:
-    """What a team gets: everything to connect and play."""
+    """What a team gets: everything to connect and play. Over TLS, also what
+    verifies the broker: the organisers' CA file (handed out with the card)
+    and its SHA-256 fingerprint, to check that file came from them."""
 
     name: str
     mqtt_password: str
     secret: str
     broker: str
+    #: the CA file's name as handed out (None: the system's CAs, or no TLS)
+    ca_file: str | None = None
+    ca_fingerprint: str | None = None
 
     def text(self) -> str:
+        tls = ""
+        ca_option = ""
+        if self.ca_file:
+            tls = (
+                f"CA file:       {self.ca_file} (from the organisers: it verifies the broker)\n"
+                f"CA SHA-256:    {self.ca_fingerprint}\n"
+                f"               (check: openssl x509 -noout -fingerprint -sha256 -in {self.ca_file})\n"
+            )
+            ca_option = f" --ca-file {self.ca_file}"
         return (
             f"team:          {self.name}\n"
             f"broker:        {self.broker}\n"
+            f"{tls}"
             f"MQTT username: {self.name}\n"
             f"MQTT password: {self.mqtt_password}\n"
             f"game secret:   {self.secret}\n"
-            f"try it:        salvo bot --broker {self.broker} --username {self.name} "
+            f"try it:        salvo bot --broker {self.broker}{ca_option} --username {self.name} "
             f"--password {self.mqtt_password} --name {self.name} --secret {self.secret}\n"
         )
 
@@ -202,11 +333,16 @@ def add_team(
     passwd: Path,
     name: str,
     *,
-    broker: str = "mqtt://localhost:1883",
+    broker: str = "mqtts://localhost:8883",
+    ca_file: Path | None = None,
     mqtt_password: str | None = None,
     secret: str | None = None,
     replace: bool = False,
+    acl: Path | None = None,
 ) -> Card:
+    """Register team ``name``: registry entry, broker login, ACL section.
+    ``ca_file`` (for an mqtts:// or wss:// ``broker``) goes on the card with
+    its fingerprint. ``acl`` defaults to :func:`default_acl_path`."""
     if err := name_error(name, "team name"):
         raise TeamsError(err)
     if name == REFEREE_USER:
@@ -215,17 +351,30 @@ def add_team(
     teams = reg.teams
     if name in teams and not replace:
         raise TeamsError(f"team {name!r} exists already (use --replace to issue new credentials)")
+    if secret is not None and len(secret) < MIN_SECRET_CHARS:
+        raise TeamsError(
+            f"a game secret must have at least {MIN_SECRET_CHARS} characters (or leave it out for a random one)"
+        )
+    ca_name = fingerprint = None
+    if ca_file is not None and broker.startswith(("mqtts:", "ssl:", "wss:")):
+        from salvo.tls import TlsError, certificate_fingerprint
+
+        try:
+            ca_name, fingerprint = ca_file.name, certificate_fingerprint(ca_file)
+        except TlsError as exc:
+            raise TeamsError(str(exc)) from None
     mqtt_password = mqtt_password or new_secret()
     secret = secret or new_secret()
-    teams[name] = Team(name, _hasher.hash(secret), datetime.now(UTC).isoformat(timespec="seconds"))
+    added = datetime.now(UTC).isoformat(timespec="seconds")
+    teams[name] = Team(name, "", added, secret_verifier(secret))
     entries = read_passwd(passwd)
     entries[name] = mosquitto_hash(mqtt_password)
     reg.save(teams)
-    write_passwd(passwd, entries)
-    return Card(name, mqtt_password, secret, broker)
+    _write_broker_files(passwd, entries, acl)
+    return Card(name, mqtt_password, secret, broker, ca_name, fingerprint)
 
 
-def remove_team(registry: Path, passwd: Path, name: str) -> None:
+def remove_team(registry: Path, passwd: Path, name: str, *, acl: Path | None = None) -> None:
     reg = Registry(registry)
     teams = reg.teams
     entries = read_passwd(passwd)
@@ -235,13 +384,19 @@ def remove_team(registry: Path, passwd: Path, name: str) -> None:
     if name != REFEREE_USER:
         entries.pop(name, None)
     reg.save(teams)
-    write_passwd(passwd, entries)
+    _write_broker_files(passwd, entries, acl)
 
 
-def set_referee_login(passwd: Path, password: str | None = None) -> str:
+def set_referee_login(passwd: Path, password: str | None = None, *, acl: Path | None = None) -> str:
     """Create or change the referee's broker login; returns the password."""
     password = password or new_secret()
     entries = read_passwd(passwd)
     entries[REFEREE_USER] = mosquitto_hash(password)
-    write_passwd(passwd, entries)
+    _write_broker_files(passwd, entries, acl)
     return password
+
+
+def _write_broker_files(passwd: Path, entries: dict[str, str], acl: Path | None) -> None:
+    # The ACL first: a login in the password file always finds its rights.
+    _write_acl(acl or default_acl_path(passwd), entries)
+    write_passwd(passwd, entries)

@@ -6,9 +6,12 @@ prefixes become topic levels, so they are validated here: 1-32 characters of
 inject levels or wildcards.
 
 ``players`` is reserved as a team name and as a prefix: the shipped ACL grants
-``/+/players/%u/#`` for prefixed arenas, and a team or arena called
+``/+/players/%u/...`` for prefixed arenas, and a team or arena called
 ``players`` would make ``/players/players/<team>/...`` readable by a team
 named like one of its sub-levels.
+
+:func:`access_filters` lists the filters of the broker's ACL (spec section 9);
+``salvo.teams.render_acl`` turns them into mosquitto's acl_file.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ class Topics:
         self.state = f"{self._game}/state"
         self.server = f"{self._game}/server"
         self.pubkey = f"{self._game}/pubkey"
+        #: (v2) the current game's random id, which every fire message signs
+        self.game_id = f"{self._game}/id"
         self.deadline = f"{self._game}/deadline"
         self.turn = f"{self._game}/turn"
         self.current = f"{self._game}/current"
@@ -150,6 +155,7 @@ class Topics:
             f"{self._game}/state",
             f"{self._game}/server",
             f"{self._game}/pubkey",
+            f"{self._game}/id",
             f"{self._game}/deadline",
             f"{self._game}/turn",
             f"{self._game}/current",
@@ -170,7 +176,10 @@ class Topics:
         reads (overlapping filters would deliver inbound messages twice)."""
         g = self._game
         return (
-            *(f"{g}/{t}" for t in ("state", "server", "pubkey", "deadline", "turn", "current", "salvo", "winner")),
+            *(
+                f"{g}/{t}"
+                for t in ("state", "server", "pubkey", "id", "deadline", "turn", "current", "salvo", "winner")
+            ),
             f"{g}/stats/#",
             self.players_list,
             self.players_count,
@@ -229,3 +238,38 @@ class TournamentTopics:
     def assignments() -> str:
         """A filter for every team's assignment."""
         return "/tournament/assignments/+"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessFilters:
+    """The topic filters of the broker's ACL (spec section 9) for unprefixed
+    topics or for every arena prefix at once (``/+/...``). Team-own filters
+    name the team as ``%u`` (mosquitto's username placeholder)."""
+
+    #: everyone reads: every /game/... topic but the join topic, the player
+    #: list and count, sunk ships, defeats
+    public: tuple[str, ...]
+    #: every team writes: the join topic and any player's fire topic
+    team_write: tuple[str, ...]
+    #: a team writes only its own: its placements
+    own_write: tuple[str, ...]
+    #: a team reads only its own: hit, error, ship approved and ship error.
+    #: Never its fire topic: nobody but the referee reads a signed shot.
+    own_read: tuple[str, ...]
+
+
+def access_filters(any_prefix: bool = False) -> AccessFilters:
+    """The ACL's filters, unprefixed or (``any_prefix``) under ``/+/``."""
+    t = Topics()
+    root = "/+" if any_prefix else ""
+    # (v2) /game/record (spec section 7) is public, though clients do not
+    # subscribe to it by default (it is large): hence not in public_filters.
+    public = dict.fromkeys((*t.public_filters, f"{t._game}/record"))
+    return AccessFilters(
+        public=tuple(root + f for f in public),
+        team_write=(root + t.request_participation, root + t.fire("+")),
+        own_write=(root + t.place("%u", "+"),),
+        own_read=tuple(
+            root + f for f in (t.hit("%u"), t.player_error("%u"), t.approved("%u", "+"), t.ship_error("%u", "+"))
+        ),
+    )

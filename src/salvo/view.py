@@ -68,6 +68,8 @@ class View:
     allowed: int = 0
     deadline: wire.Deadline | None = None
     incoming: list[tuple[int, int]] = field(default_factory=list)  # shots at me
+    #: (turn, shot) of every hit notification taken, so a duplicate is dropped
+    incoming_seen: set[tuple[int, int]] = field(default_factory=set)
     salvos: dict[int, MySalvo] = field(default_factory=dict)  # my salvos by turn
     last_salvo: wire.SalvoResult | None = None
     sunk: dict[str, list[str]] = field(default_factory=dict)  # owner -> ship ids
@@ -77,6 +79,8 @@ class View:
     stats: dict[str, wire.PlayerStats] = field(default_factory=dict)
     errors: list[wire.ErrorReport] = field(default_factory=list)
     pubkey: str | None = None
+    #: /game/id: the id every fire message of this game must sign
+    game_id: str | None = None
     game: int = 0  # counts resets seen, so waiters can tell games apart
 
     # -- queries -------------------------------------------------------------
@@ -238,9 +242,13 @@ class ShipApproved:
 
 @dataclass(frozen=True, slots=True)
 class ErrorReported:
-    """A rejection addressed to me: ``report.topic`` is the rejected message's topic."""
+    """A rejection: ``report.topic`` is the rejected message's topic.
+    ``public`` when it came on ``/game/errors`` (anyone's; a join refusal is
+    mine only when it echoes my ``request_id``), else on one of my own error
+    topics (only the referee can write there)."""
 
     report: wire.ErrorReport
+    public: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +294,10 @@ class Observer:
             topics.stats_summary: self._summary,
             topics.deadline: self._deadline,
             topics.pubkey: self._pubkey,
+            topics.game_id: self._game_id,
             topics.hit(me): self._hit,
             topics.player_error(me): self._error,
+            topics.errors: self._public_error,
         }
         self._replay = False
         self._players = topics.players_list.removesuffix("list")
@@ -320,7 +330,8 @@ class Observer:
         if not text or text == v.state:
             return None
         if text == "lobby" and v.state in ("over", "turn"):
-            fresh = View(v.me, pubkey=v.pubkey, game=v.game + 1)
+            # The new game's id comes just before its lobby: keep it.
+            fresh = View(v.me, pubkey=v.pubkey, game_id=v.game_id, game=v.game + 1)
             v.__dict__.update(fresh.__dict__)
         v.state = text
         return StateChanged(text)
@@ -378,15 +389,27 @@ class Observer:
         self.view.pubkey = text or None
         return None
 
+    def _game_id(self, text: str) -> GameEvent | None:
+        self.view.game_id = text or None
+        return None
+
     def _hit(self, text: str) -> GameEvent | None:
         hit = wire.Hit.model_validate_json(text)
-        self.view.incoming.append((hit.x, hit.y))
+        v = self.view
+        if (hit.turn, hit.shot) in v.incoming_seen:
+            return None  # delivered twice (the referee publishes at least once)
+        v.incoming_seen.add((hit.turn, hit.shot))
+        v.incoming.append((hit.x, hit.y))
         return ShotAtMe(hit.x, hit.y)
 
     def _error(self, text: str) -> GameEvent | None:
         report = wire.ErrorReport.model_validate_json(text)
         self.view.errors.append(report)
         return ErrorReported(report)
+
+    def _public_error(self, text: str) -> GameEvent | None:
+        # Not kept in view.errors: anyone's rejections land here.
+        return ErrorReported(wire.ErrorReport.model_validate_json(text), public=True)
 
     def _player_topic(self, levels: list[str], text: str) -> GameEvent | None:
         v = self.view

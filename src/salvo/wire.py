@@ -23,12 +23,15 @@ from pydantic import (
     model_validator,
 )
 
-from salvo.errors import Malformed
+from salvo.errors import Code, Malformed
 from salvo.rules import Orientation, Placement
 
 _IN = ConfigDict(strict=True, extra="ignore", frozen=True)
 _OUT = ConfigDict(strict=True, extra="ignore", frozen=True)
 _COORDS_RE = re.compile(r"\s*(-?\d{1,6})\s*;\s*(-?\d{1,6})\s*", re.ASCII)
+#: A join's optional ``request_id`` (v2): echoed on /game/errors with a refusal.
+REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
+RequestId = Annotated[StrictStr, Field(pattern=f"^{REQUEST_ID_RE.pattern}$")]
 
 
 def _reason(exc: ValidationError, what: str) -> str:
@@ -56,11 +59,19 @@ def _one_of(data: Any, names: tuple[str, str]) -> Any:
 
 
 class JoinRequest(BaseModel):
-    """``{"name", "secret"}`` on ``/game/request_participation``."""
+    """``{"name", "secret", "request_id"?}`` on ``/game/request_participation``."""
 
     model_config = _IN
     name: StrictStr
     secret: Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+    request_id: RequestId | None = None
+
+
+def request_id_of(value: Any) -> str | None:
+    """A join's ``request_id`` when it has a valid one, whatever else is
+    wrong with it: a refusal echoes it so the sender can tell it is theirs."""
+    rid = value.get("request_id") if isinstance(value, dict) else None
+    return rid if isinstance(rid, str) and REQUEST_ID_RE.fullmatch(rid) else None
 
 
 class XY(BaseModel):
@@ -114,7 +125,20 @@ class SignedMessage(BaseModel):
 
 
 class FireData(BaseModel):
-    """The signed data of a fire message."""
+    """The signed data of a fire message (v2): bound to its target, its turn
+    and its game, all required, so a signature is good for one shot only."""
+
+    model_config = _IN
+    x: StrictInt
+    y: StrictInt
+    target: StrictStr
+    turn: StrictInt
+    game: Annotated[StrictStr, Field(max_length=64)]
+
+
+class UnboundFireData(BaseModel):
+    """The v1 form ``{x, y, turn?}``: accepted only behind the referee's
+    ``--allow-unbound-fire`` (unsafe: the signature names no target or game)."""
 
     model_config = _IN
     x: StrictInt
@@ -145,7 +169,11 @@ def parse_signed(value: Any) -> SignedMessage:
 
 
 def parse_fire(value: Any) -> FireData:
-    return _parse(FireData, value, "fire data")
+    return _parse(FireData, value, "fire data (v2: x, y, target, turn and game are required)")
+
+
+def parse_unbound_fire(value: Any) -> UnboundFireData:
+    return _parse(UnboundFireData, value, "fire data")
 
 
 # -- outbound -----------------------------------------------------------------------
@@ -179,21 +207,26 @@ class SalvoResult(BaseModel):
 
 
 class Hit(BaseModel):
-    """``/players/<target>/hit``: one accepted shot at the target."""
+    """``/players/<target>/hit``: one accepted shot at the target; ``turn``
+    and ``shot`` (from 1 in its salvo) let a client drop a duplicate."""
 
     model_config = _OUT
     x: StrictInt
     y: StrictInt
+    turn: StrictInt
+    shot: StrictInt
 
 
 class ErrorReport(BaseModel):
     """Every error topic: ``/game/errors``, ``/players/<n>/error``,
-    ``/players/<n>/ships/<s>/error``."""
+    ``/players/<n>/ships/<s>/error``. ``code`` is one of :class:`~salvo.errors.Code`;
+    ``request_id`` echoes a refused join's."""
 
     model_config = _OUT
     topic: StrictStr
     error: StrictStr
-    kind: Literal["malformed", "illegal"]
+    code: Code = Field(strict=False)
+    request_id: StrictStr | None = None
 
 
 class StatsSummary(BaseModel):

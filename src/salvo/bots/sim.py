@@ -139,7 +139,7 @@ def play_game(
         view.record_salvo(shots)
         turn = game.turn
         for target, x, y in shots:
-            send(Fire(target, x, y, turn, rng.randbytes(24), now))
+            send(Fire(shooter, target, x, y, turn, game.game_id, rng.randbytes(24), now))
         if game.turn == turn and game.phase is Phase.TURN:
             raise AssertionError(f"{shooter} fired {len(shots)} of {game.allowed} shots: {result.rejected[-3:]}")
     result.winner = game.winner

@@ -27,6 +27,11 @@ from salvo.topics import Topics
 _ids = itertools.count()
 
 
+class NoReply(TimeoutError):
+    """Nothing the suite waited for came in time: the referee did not answer.
+    (A broker that does not acknowledge is a plain TimeoutError.)"""
+
+
 @dataclass(frozen=True)
 class Msg:
     topic: str
@@ -114,7 +119,7 @@ class Recorder:
 
         with self._cond:
             if not self._cond.wait_for(lambda: found() is not None, timeout):
-                raise TimeoutError(f"nothing {what or 'expected'} within {timeout:g}s")
+                raise NoReply(f"nothing {what or 'expected'} within {timeout:g}s")
             msg = found()
             assert msg is not None
             return msg
@@ -164,8 +169,11 @@ class Team:
     def key(self) -> bytes:
         return team_key(self.name, self.secret)
 
-    def join(self, pubkey: str | None = None) -> None:
-        request = json.dumps({"name": self.name, "secret": self.secret})
+    def join(self, pubkey: str | None = None, request_id: str | None = None) -> None:
+        body: dict[str, str] = {"name": self.name, "secret": self.secret}
+        if request_id is not None:
+            body["request_id"] = request_id
+        request = json.dumps(body)
         if pubkey is not None:
             request = crypto.seal_to(pubkey, request)
         self.conn.publish(self.t.request_participation, request)
@@ -179,11 +187,16 @@ class Team:
     def signed(self, data: Any) -> str:
         return json.dumps(crypto.sign(self.key, data))
 
-    def fire(self, target: str, x: int, y: int, turn: int | None = None) -> str:
-        data: dict[str, Any] = {"x": x, "y": y} if turn is None else {"x": x, "y": y, "turn": turn}
-        message = self.signed(data)
+    def fire(self, target: str, x: int, y: int, turn: int, game: str) -> str:
+        """A bound (v2) shot: signed for its target, turn and game."""
+        message = self.signed(fire_data(target, x, y, turn, game))
         self.conn.publish(self.t.fire(target), message)
         return message
+
+
+def fire_data(target: str, x: int, y: int, turn: int, game: str) -> dict[str, Any]:
+    """The signed data of a v2 fire message."""
+    return {"x": x, "y": y, "target": target, "turn": turn, "game": game}
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
@@ -192,4 +205,4 @@ def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "con
         if pred():
             return
         time.sleep(0.01)
-    raise TimeoutError(f"{what} not reached within {timeout:g}s")
+    raise NoReply(f"{what} not reached within {timeout:g}s")

@@ -1,0 +1,351 @@
+"""The protocol layer's v2 rules, without a broker: raw messages in, effects
+out (tests/kit.py's ArenaDriver plays the adapter). Who a fire message is
+from, what it is bound to, which nonces are spent, and where every refusal
+goes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from salvo import crypto
+from salvo.engine import Burn, Fire, Join, Phase, Publish, Tick
+from salvo.errors import Code, Illegal
+from salvo.protocol import WRONG_SECRET_COOLDOWN_S, DeriveKey
+
+from kit import COLUMNS, ROWS, ArenaDriver, all_cells
+
+FLEETS = {"alice": ROWS, "bob": COLUMNS, "carol": ROWS}
+
+
+def playing() -> ArenaDriver:
+    d = ArenaDriver(seed=3)
+    d.start(FLEETS)
+    return d
+
+
+def water(d: ArenaDriver, target: str) -> tuple[int, int]:
+    """A cell of ``target``'s board with no ship on it."""
+    taken = set(all_cells(FLEETS[target]))
+    return next((x, y) for y in range(10) for x in range(10) if (x, y) not in taken)
+
+
+def others(d: ArenaDriver) -> list[str]:
+    return [n for n in FLEETS if n != d.game.current]
+
+
+# -- attribution -------------------------------------------------------------------------
+
+
+def test_a_shot_is_the_current_players_when_their_key_opens_it() -> None:
+    d = playing()
+    me, target = d.game.current, others(d)[0]
+    assert me is not None
+    x, y = water(d, target)
+    out = d.fire(me, target, x, y)
+    assert [(p.topic, json.loads(p.payload)) for p in out] == [
+        (d.t.hit(target), {"x": x, "y": y, "turn": 1, "shot": 1})
+    ]
+    (shot,) = d.records
+    assert isinstance(shot, Fire) and (shot.shooter, shot.turn, shot.game) == (me, 1, d.game.game_id)
+
+
+def test_a_rejected_fire_is_reported_to_its_sender_and_only_there() -> None:
+    d = playing()
+    me, (other, third) = d.game.current, others(d)
+    before = d.game.snapshot()
+    out = d.fire(other, third, 0, 9)  # correctly signed and bound, but not other's turn
+    assert d.errors(out) == {
+        d.t.player_error(other): {
+            "topic": d.t.fire(third),
+            "error": f"not your turn: it is {me}'s",
+            "code": "not_current_player",
+        }
+    }
+    (burn,) = d.records
+    assert isinstance(burn, Burn) and burn.player == other
+    # the only trace: its nonce is spent for the game
+    assert d.game.nonce_seen(burn.nonce) is False and d.game.players[other].burned == 1
+    assert without_spent(d.game.snapshot()) == without_spent(before)
+
+
+def without_spent(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A game snapshot without what a rejected but authentic signature leaves."""
+    players = {name: dataclasses.replace(p, burned=0) for name, p in snapshot["players"].items()}
+    return {**snapshot, "nonces": None, "players": players}
+
+
+def test_a_signature_no_player_can_open_goes_to_game_errors_and_spends_nothing() -> None:
+    d = playing()
+    target = others(d)[0]
+    forged = crypto.sign(crypto.derive_team_key("mallory", "m"), {"x": 1, "y": 1, "target": target})
+    out = d.send(d.t.fire(target), json.dumps(forged))
+    report = d.errors(out)[d.t.errors]
+    assert report["code"] == "bad_signature" and "does not open" in report["error"]
+    assert d.records == [] and d.game.nonces == {}
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ("not json", "malformed"),
+        ('{"data": {"x": 1}}', "malformed"),
+        ('{"data": {"x": 1}, "signature": "!!"}', "malformed"),
+        ('{"data": {"x": 1}, "signature": "AAAA"}', "malformed"),
+        ("x" * 4097, "too_large"),
+    ],
+)
+def test_a_fire_message_without_an_opening_signature_cannot_be_attributed(payload: str, code: str) -> None:
+    d = playing()
+    out = d.send(d.t.fire(others(d)[0]), payload)
+    assert list(d.errors(out)) == [d.t.errors] and d.errors(out)[d.t.errors]["code"] == code
+
+
+def test_anyone_filling_the_current_players_error_topic_is_no_longer_possible() -> None:
+    d = playing()
+    me = d.game.current
+    assert me is not None
+    for payload in ("garbage", '{"data": {}, "signature": "AAAA"}'):
+        out = d.send(d.t.fire(me), payload)
+        assert d.t.player_error(me) not in d.errors(out)
+
+
+# -- binding -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"target": "carol"}, "wrong_target"),  # captured from carol's topic, sent at bob
+        ({"turn": 2}, "wrong_turn"),
+        ({"turn": 0}, "wrong_turn"),
+        ({"game": "0123456789abcdef"}, "wrong_game"),  # another game, arena, journal or referee
+    ],
+)
+def test_a_signature_is_good_for_its_own_target_turn_and_game_only(change: dict[str, object], code: str) -> None:
+    d = ArenaDriver(seed=3)
+    d.start({"alice": ROWS, "bob": COLUMNS, "carol": ROWS})
+    me = d.game.current
+    assert me is not None
+    target = "bob" if me != "bob" else "alice"
+    signed = d.signed_fire(me, target, 9, 9, **change)
+    out = d.send(d.t.fire(target), signed)
+    assert d.errors(out)[d.t.player_error(me)]["code"] == code
+    assert d.game.fired == 0 and isinstance(d.records[-1], Burn)
+
+
+def test_the_unbound_v1_form_is_refused_unless_the_referee_opts_in() -> None:
+    for opt_in in (False, True):
+        d = ArenaDriver(seed=3, unbound_fire=opt_in)
+        d.start({"alice": ROWS, "bob": COLUMNS})
+        me = d.game.current
+        assert me is not None
+        target = "bob" if me == "alice" else "alice"
+        out = d.send(d.t.fire(target), json.dumps(crypto.sign(d.key(me), {"x": 9, "y": 9})))
+        if opt_in:
+            assert [p.topic for p in out] == [d.t.hit(target)]
+        else:
+            report = d.errors(out)[d.t.player_error(me)]
+            assert report["code"] == "malformed" and "target" in report["error"]
+
+
+# -- spent nonces ------------------------------------------------------------------------
+
+
+def test_a_rejected_signature_stays_spent_when_its_moment_comes() -> None:
+    d = ArenaDriver(seed=3)
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    me = d.game.current
+    assert me is not None
+    target = "bob" if me == "alice" else "alice"
+    early = d.signed_fire(me, target, 9, 9, turn=3)  # signed ahead for turn 3
+    assert d.errors(d.send(d.t.fire(target), early))[d.t.player_error(me)]["code"] == "wrong_turn"
+    while d.game.turn < 3:
+        cur = d.game.current
+        assert cur is not None
+        tgt = "bob" if cur == "alice" else "alice"
+        for _ in range(d.game.allowed):
+            d.fire(cur, tgt, *water(d, tgt))
+    assert d.game.current == me
+    out = d.send(d.t.fire(target), early)  # now it would be good: but it was opened before
+    assert d.errors(out)[d.t.player_error(me)]["code"] == "replayed"
+
+
+def test_an_accepted_shot_delivered_again_is_ignored_in_silence() -> None:
+    d = playing()
+    me, target = d.game.current, others(d)[0]
+    assert me is not None
+    message = d.signed_fire(me, target, *water(d, target))
+    assert [p.topic for p in d.send(d.t.fire(target), message)] == [d.t.hit(target)]
+    before, records = d.game.snapshot(), list(d.records)
+    assert d.send(d.t.fire(target), message) == []  # no error, no second shot
+    assert d.game.snapshot() == before and d.records == records
+    assert "delivered again" in d.logs[-1].line
+
+
+def test_an_accepted_shot_sent_on_at_another_target_is_a_replay() -> None:
+    d = playing()
+    me, (target, other) = d.game.current, others(d)
+    assert me is not None
+    message = d.signed_fire(me, target, *water(d, target))
+    d.send(d.t.fire(target), message)
+    out = d.send(d.t.fire(other), message)  # not a redelivery: another topic
+    assert d.errors(out)[d.t.player_error(me)]["code"] == "replayed"
+    assert d.game.fired == 1
+
+
+def test_nonces_are_per_game_so_memory_stays_flat() -> None:
+    d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
+    sizes = []
+    for _ in range(3):
+        d.start({"alice": ROWS, "bob": COLUMNS})
+        todo = {"alice": all_cells(ROWS), "bob": all_cells(COLUMNS)}
+        while d.game.phase is Phase.TURN:
+            cur = d.game.current
+            assert cur is not None
+            tgt = "bob" if cur == "alice" else "alice"
+            for _ in range(d.game.allowed):
+                d.fire(cur, tgt, *(todo[tgt].pop() if todo[tgt] else water(d, tgt)))
+        sizes.append(len(d.game.nonces))
+        d.now += 2
+        d.run(d.arena.on_tick(d.now))
+        assert d.game.nonces == {} and d.game.phase is Phase.LOBBY
+    assert sizes[0] > 0
+
+
+# -- joins ---------------------------------------------------------------------------------
+
+
+def test_every_refused_join_goes_to_game_errors_with_its_request_id_and_nothing_else() -> None:
+    d = ArenaDriver(max_players=2, sealed_joins_only=False)
+    d.join("ada")
+    cases: list[tuple[Callable[[], list[Publish]], str]] = [
+        (lambda: d.join("ada", "not-adas-secret", "r1"), "name_taken"),  # someone forging ada
+        (lambda: d.send(d.t.request_participation, '{"name": "a/b", "secret": "s", "request_id": "r2"}'), "bad_name"),
+        (lambda: d.send(d.t.request_participation, '{"name": "x", "secret": 5, "request_id": "r3"}'), "malformed"),
+    ]
+    for i, (send, code) in enumerate(cases, 1):
+        out = send()
+        assert [p.topic for p in out] == [d.t.errors], out
+        report = json.loads(out[0].payload)
+        assert (report["code"], report["request_id"]) == (code, f"r{i}")
+        assert "not-adas-secret" not in out[0].payload
+    d.join("bob")
+    out = d.join("carol", request_id="r4")
+    assert json.loads(out[0].payload)["code"] == "lobby_full"
+    d.start({"ada": ROWS, "bob": COLUMNS})
+    out = d.join("carol", request_id="r5")
+    assert json.loads(out[0].payload) == {
+        "topic": d.t.request_participation,
+        "error": "game in progress (state turn); join when /game/state is lobby",
+        "code": "game_in_progress",
+        "request_id": "r5",
+    }
+    assert not [p for p in d.published if p.topic.endswith(("/ada/error", "/carol/error", "/x/error"))]
+
+
+def test_a_sealed_only_referee_refuses_plain_joins_and_takes_sealed_ones() -> None:
+    d = ArenaDriver(sealed_joins_only=True)
+    out = d.join("ada", request_id="plain-1")
+    report = json.loads(out[0].payload)
+    assert (out[0].topic, report["code"], report["request_id"]) == (d.t.errors, "sealed_only", "plain-1")
+    sealed = crypto.seal_to(d.arena.pubkey, json.dumps({"name": "ada", "secret": "ada-secret"}))
+    d.send(d.t.request_participation, sealed)
+    assert list(d.game.players) == ["ada"]
+
+
+def test_one_derivation_per_name_at_a_time() -> None:
+    d = ArenaDriver()
+    d.defer_keys = True
+    d.join("ada", "one", "a1")
+    d.join("ada", "one", "a2")  # the same secret: waits for the same derivation
+    out = d.join("ada", "two", "a3")  # another secret for the same name: busy, not derived
+    assert json.loads(out[0].payload)["code"] == "busy" and out[0].topic == d.t.errors
+    d.join("bob", "b", "b1")  # another name is not held up
+    assert [(j.name, j.request_ids) for j in d.pending] == [("ada", ["a1", "a2"]), ("bob", ["b1"])]
+    d.finish_keys()
+    assert list(d.game.players) == ["ada", "bob"]
+
+
+def test_a_flood_of_names_cannot_starve_a_team_beyond_the_global_cap() -> None:
+    d = ArenaDriver(max_players=2)
+    d.defer_keys = True
+    for i in range(d.arena.max_pending):
+        d.join(f"junk{i}")
+    out = d.join("ada", request_id="late")
+    assert json.loads(out[0].payload)["code"] == "busy"  # refused at once, on /game/errors
+    d.finish_keys()  # the derivations end (two junk names fill the lobby: the rest get lobby_full)
+    assert json.loads(d.published[-1].payload)["code"] == "lobby_full"
+
+
+def test_a_wrong_secret_found_by_derivation_cools_the_name_down() -> None:
+    refuse = Illegal(Code.WRONG_SECRET, "wrong secret for team 'ada'")
+    d = ArenaDriver(admit=lambda name, secret: None)  # an old registry: only derivation can tell
+    d.defer_keys = True
+    d.join("ada", "guess-1", "g1")
+    out = d.finish_keys(wrong=lambda job: refuse)
+    assert json.loads(out[0].payload)["code"] == "wrong_secret"
+    out = d.join("ada", "guess-2", "g2")  # within the cool-down: refused without deriving
+    assert json.loads(out[0].payload)["code"] == "busy" and d.pending == []
+    out = d.join("ada", "guess-1", "g3")  # a secret known to be wrong: refused at once, always
+    assert json.loads(out[0].payload)["code"] == "wrong_secret" and d.pending == []
+    d.now += WRONG_SECRET_COOLDOWN_S
+    d.join("ada", "ada-secret", "g4")
+    assert [j.request_ids for j in d.pending] == [["g4"]]
+
+
+def test_a_registry_that_verifies_at_once_needs_no_derivation_for_wrong_secrets() -> None:
+    def admit(name: str, secret: str) -> bool | None:
+        if secret != f"{name}-secret":
+            raise Illegal(Code.WRONG_SECRET, f"wrong secret for team {name!r}")
+        return True
+
+    d = ArenaDriver(admit=admit)
+    d.defer_keys = True
+    for i in range(50):  # a flood of guesses for ada's name
+        out = d.join("ada", f"guess-{i}")
+        assert json.loads(out[0].payload)["code"] == "wrong_secret"
+    assert d.pending == []  # not one argon2id derivation spent on them
+    d.join("ada", request_id="real")  # the real team is not held up
+    assert [j.name for j in d.pending] == ["ada"] and not d.pending[0].verify
+    d.finish_keys()
+    assert list(d.game.players) == ["ada"]
+
+
+def test_a_derived_key_is_remembered_so_a_rejoin_costs_nothing() -> None:
+    d = ArenaDriver(reset_after=1)
+    d.join("ada")
+    d.defer_keys = True
+    d.join("ada")  # a repeat: no derivation, no record, no error
+    assert d.pending == [] and [type(r) for r in d.records] == [Join]
+    d.run(d.arena.close_lobby("next game", d.now))
+    d.join("ada")
+    assert d.pending == [] and list(d.game.players) == ["ada"]
+
+
+def test_a_failed_derivation_is_reported_with_every_waiting_request_id() -> None:
+    d = ArenaDriver()
+    d.defer_keys = True
+    d.join("ada", "s", "a1")
+    d.join("ada", "s", "a2")
+    (job,) = d.pending
+    assert isinstance(job, DeriveKey)
+    out = d.finish_keys(wrong=lambda _job: Illegal(Code.BUSY, "busy: the join could not be checked; try again"))
+    assert [json.loads(p.payload)["request_id"] for p in out] == ["a1", "a2"]
+
+
+def test_left_out_squatters_free_the_lobby_at_the_deadline() -> None:
+    d = ArenaDriver(max_players=3, placement_timeout=60)
+    for name in ("s1", "s2", "s3"):
+        d.join(name)
+    assert json.loads(d.join("ada", request_id="r")[0].payload)["code"] == "lobby_full"
+    d.now += 61
+    out = d.run(d.arena.on_tick(d.now))
+    assert {p.topic for p in out if p.topic.endswith("/error")} == {d.t.player_error(n) for n in ("s1", "s2", "s3")}
+    assert isinstance(d.records[-1], Tick) and d.game.players == {}
+    d.join("ada")
+    assert list(d.game.players) == ["ada"]
