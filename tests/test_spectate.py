@@ -1,55 +1,83 @@
-"""The spectator page in a real browser (headless Debian Chromium driven by
-Selenium) against a live game on a real mosquitto's websockets listener:
-it must show the right turn, the salvo, sinks, the defeat, the winner and
-the tournament standings. Screenshots go to build/screenshots/."""
+"""The spectator server and page. The server reads the public topics from a
+real mosquitto and streams them as server-sent events; the page, in a real
+browser (headless Debian Chromium driven by Selenium), must show the right
+turn, the salvo, sinks, the defeat, the winner and the tournament standings,
+and recover when the broker or the server restarts. Screenshots go to
+build/screenshots/."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import socket
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from salvo.cli import main
-from salvo.spectate import PLACEHOLDER, SpectatorServer
+from salvo.cli import ExitCode, main
+from salvo.mqtt import Broker, new_client
+from salvo.spectate import Hub, SpectatorServer, subscriptions
 
 from kit import COLUMNS, ROWS, all_cells
 from mosquitto import ROOT, Mosquitto
-from mqttkit import Recorder, Team
+from mqttkit import Msg, Recorder, Team, wait_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 SHOTS = ROOT / "build" / "screenshots"
 
-
-def test_the_server_hands_out_the_page_pointed_at_the_broker() -> None:
-    server = SpectatorServer(("127.0.0.1", 0), 'ws://venue:9001/"><script>')
-    server.start()
-    try:
-        body = urllib.request.urlopen(server.url, timeout=5).read().decode()
-        assert 'content="ws://venue:9001/&quot;&gt;&lt;script&gt;"' in body
-        assert PLACEHOLDER not in body
-        with pytest.raises(urllib.error.HTTPError, match="404"):
-            urllib.request.urlopen(server.url + "../etc/passwd", timeout=5)
-    finally:
-        server.shutdown()
-        server.server_close()
-    # Without --broker-ws the page falls back to its own host, port 9001.
-    plain = SpectatorServer(("127.0.0.1", 0), None)
-    assert PLACEHOLDER.encode() in plain.body
-    plain.server_close()
+Event = tuple[str, Any]  # (event type, decoded JSON data)
 
 
-def test_cli_refuses_a_non_websocket_broker() -> None:
-    result = CliRunner().invoke(main, ["spectate", "--broker-ws", "mqtt://x:1883"])
-    assert result.exit_code == 2 and "ws://" in result.output
+class Stream:
+    """An HTTP client reading ``/events``, one server-sent event at a time."""
+
+    def __init__(self, server: SpectatorServer, timeout: float = 10) -> None:
+        self.resp = urllib.request.urlopen(server.url + "events", timeout=timeout)
+        assert self.resp.headers["Content-Type"].startswith("text/event-stream")
+
+    def next(self) -> Event:
+        kind, data = "message", list[str]()
+        while True:
+            line = self.resp.readline()
+            if not line:
+                raise EOFError("the stream ended")
+            text = line.decode().rstrip("\n")
+            if not text:  # blank line: the event is complete
+                if data:
+                    return kind, json.loads("\n".join(data))
+                kind = "message"
+            elif not text.startswith(":"):  # ":..." is a comment (heartbeat)
+                name, _, value = text.partition(":")
+                value = value.removeprefix(" ")
+                if name == "event":
+                    kind = value
+                elif name == "data":
+                    data.append(value)
+
+    def until(self, pred: Callable[[Event], bool], timeout: float = 10) -> list[Event]:
+        """Every event up to and including the first one ``pred`` accepts."""
+        seen: list[Event] = []
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            seen.append(self.next())
+            if pred(seen[-1]):
+                return seen
+        raise AssertionError(f"nothing expected within {timeout}s; saw {seen}")
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+def on(topic: str, payload: str | None = None) -> Callable[[Event], bool]:
+    return lambda e: e[0] == "message" and e[1]["topic"] == topic and payload in (None, e[1]["payload"])
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +87,215 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     mosq.start()
     yield mosq
     mosq.stop()
+
+
+@pytest.fixture
+def serve(broker: Mosquitto) -> Iterator[Callable[..., SpectatorServer]]:
+    """``serve()``: a spectator server reading the test broker anonymously."""
+    servers: list[SpectatorServer] = []
+
+    def start(address: tuple[str, int] = ("127.0.0.1", 0), broker_url: str | None = None) -> SpectatorServer:
+        server = SpectatorServer(address, Broker.from_url(broker_url or broker.url()))
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.close()
+
+
+@pytest.fixture
+def tidy(watcher: Recorder) -> Iterator[Recorder]:
+    """The watcher, and this arena's retained topics cleared afterwards (the
+    browser test's screenshots show its own game alone)."""
+    yield watcher
+    for topic in {m.topic for m in watcher.messages if m.retain}:
+        watcher.publish(topic, "", retain=True)
+
+
+def test_the_server_hands_out_the_page_and_nothing_else() -> None:
+    server = SpectatorServer(("127.0.0.1", 0), None)
+    server.start()
+    try:
+        body = urllib.request.urlopen(server.url, timeout=5).read().decode()
+        assert "<title>salvo" in body and 'new EventSource("events")' in body
+        # No MQTT in the browser, no broker address to fill in.
+        assert "WebSocket" not in body and "9001" not in body and "__SALVO" not in body
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(server.url + "../etc/passwd", timeout=5)
+    finally:
+        server.shutdown()
+        server.close()
+
+
+def test_the_server_reads_only_public_topics() -> None:
+    subs = subscriptions()
+    assert {"/game/id", "/+/game/id", "/players/count", "/+/players/+/defeated", "/tournament/#"} <= set(subs)
+    private = ("request_participation", "/hit", "/error", "/approved", "/fire", "/place")
+    assert not [f for f in subs if f.endswith(private)]
+    assert [f for f in subs if "#" in f] == ["/game/stats/#", "/+/game/stats/#", "/tournament/#"]
+
+
+@pytest.mark.mqtt
+def test_a_stream_sends_the_retained_state_then_live_messages(
+    serve: Callable[..., SpectatorServer], tidy: Recorder, prefix: str
+) -> None:
+    watcher = tidy
+    p = f"/{prefix}"
+    watcher.publish(f"{p}/players/list", '["alice","bob"]', retain=True)
+    watcher.publish(f"{p}/game/state", "lobby", retain=True)
+    watcher.publish(f"{p}/players/alice/ships/carrier/approved", "true", retain=True)  # private
+    server = serve()
+    wait_until(lambda: {f"{p}/players/list", f"{p}/game/state"} <= server.hub.snapshot().keys(), what="the state")
+    stream = Stream(server)
+    try:
+        pending = {f"{p}/players/list", f"{p}/game/state"}
+
+        def last_of_snapshot(e: Event) -> bool:
+            pending.discard(e[1].get("topic"))
+            return not pending
+
+        seen = stream.until(last_of_snapshot)
+        assert seen[0] == ("status", {"broker": "up", "reset": True})
+        mine = {e[1]["topic"]: e[1] for e in seen if e[0] == "message" and e[1]["topic"].startswith(p)}
+        assert mine == {
+            f"{p}/players/list": {"topic": f"{p}/players/list", "payload": '["alice","bob"]', "retained": True},
+            f"{p}/game/state": {"topic": f"{p}/game/state", "payload": "lobby", "retained": True},
+        }
+        # Live: a plain message, then a retained one cleared.
+        watcher.publish(f"{p}/game/hits", "3")
+        assert stream.until(on(f"{p}/game/hits"))[-1][1] == {
+            "topic": f"{p}/game/hits",
+            "payload": "3",
+            "retained": False,
+        }
+        watcher.publish(f"{p}/game/state", "", retain=True)
+        assert stream.until(on(f"{p}/game/state"))[-1][1] == {
+            "topic": f"{p}/game/state",
+            "payload": "",
+            "retained": True,
+        }
+        watcher.publish(f"{p}/game/winner", "alice", retain=True)
+        stream.until(on(f"{p}/game/winner", "alice"))
+    finally:
+        stream.close()
+    # A new stream's snapshot (oldest update first) no longer has the cleared
+    # topic: it would come before the winner, published after the clear.
+    fresh = Stream(server)
+    try:
+        seen = fresh.until(on(f"{p}/game/winner", "alice"))
+        topics = [e[1]["topic"] for e in seen if e[0] == "message" and e[1]["topic"].startswith(p)]
+        assert topics == [f"{p}/players/list", f"{p}/game/winner"]
+        assert f"{p}/game/state" not in server.hub.snapshot()
+        assert f"{p}/players/alice/ships/carrier/approved" not in server.hub.snapshot()
+    finally:
+        fresh.close()
+
+
+@pytest.mark.mqtt
+def test_a_new_broker_connection_resets_every_stream(
+    broker: Mosquitto, serve: Callable[..., SpectatorServer], tidy: Recorder, prefix: str
+) -> None:
+    watcher = tidy
+    p = f"/{prefix}"
+    watcher.publish(f"{p}/game/state", "turn", retain=True)
+    server = serve()
+    stream = Stream(server, timeout=40)
+    try:
+        stream.until(on(f"{p}/game/state", "turn"))
+        broker.stop()
+        assert stream.until(lambda e: e[0] == "status", 20)[-1][1] == {"broker": "down", "reset": False}
+        broker.start()
+        # The server reconnects and resubscribes: a reset, then the retained state again.
+        assert stream.until(lambda e: e[0] == "status", 30)[-1][1] == {"broker": "up", "reset": True}
+        stream.until(on(f"{p}/game/state", "turn"))
+    finally:
+        stream.close()
+
+
+@pytest.mark.mqtt
+def test_a_topic_cleared_while_the_server_was_away_is_forgotten(
+    broker: Mosquitto, serve: Callable[..., SpectatorServer], tidy: Recorder, prefix: str
+) -> None:
+    p = f"/{prefix}"
+    tidy.publish(f"{p}/game/state", "turn", retain=True)
+    tidy.publish(f"{p}/game/winner", "", retain=True)
+    server = serve()
+    assert server.feed is not None
+    wait_until(lambda: f"{p}/game/state" in server.hub.snapshot(), what="the state")
+    # A client taking over the server's client id cuts its connection; paho
+    # waits a second before it reconnects, and the topic is cleared meanwhile.
+    thief = new_client(Broker.from_url(broker.url()), server.feed.client_id)
+    thief.connect("127.0.0.1", broker.port)
+    thief.loop_start()
+    try:
+        wait_until(lambda: not server.hub.broker_up, what="the server's connection cut")
+        tidy.publish(f"{p}/game/state", "", retain=True)
+        tidy.publish(f"{p}/game/winner", "alice", retain=True)
+    finally:
+        thief.disconnect()  # before the server comes back: they would take turns
+        thief.loop_stop()
+    wait_until(lambda: server.hub.snapshot().get(f"{p}/game/winner") == "alice", 15, "the server back")
+    assert f"{p}/game/state" not in server.hub.snapshot()
+
+
+def test_the_hub_remembers_a_bounded_number_of_topics() -> None:
+    hub = Hub(max_topics=3, max_bytes=10_000)
+    for i in range(5):
+        hub.message(f"/a/t{i}", b"x", retained=True)
+    hub.message("/a/t2", b"y", retained=True)  # an update makes a topic the newest
+    hub.message("/a/live", b"z", retained=False)  # a plain message is not state
+    assert list(hub.snapshot().items()) == [("/a/t3", "x"), ("/a/t4", "x"), ("/a/t2", "y")]
+    hub.message("/a/big", b"b" * 9_900, retained=True)  # over the byte budget: the oldest go
+    assert list(hub.snapshot()) == ["/a/big"]
+
+
+def test_a_stalled_browser_is_dropped_without_holding_up_the_others() -> None:
+    hub = Hub(queue_size=64)
+    server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)
+    server.start()
+    stalled = socket.create_connection(("127.0.0.1", server.server_address[1]))
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")  # and never reads a byte
+    reader = Stream(server)
+    try:
+        reader.until(lambda e: e[0] == "status")
+        wait_until(lambda: hub.clients == 2, what="the stalled browser attached")
+        feeding = 0.0
+        received: list[str] = []
+        # 400 x 50 kB: far more than the stalled socket's buffers and queue
+        # hold. Fed in batches the reader keeps up with, like a live game.
+        for batch in range(20):
+            started = time.monotonic()
+            for i in range(batch * 20, batch * 20 + 20):
+                hub.message("/a/t", str(i).encode() + b" " * 50_000, retained=False)
+            feeding += time.monotonic() - started
+            events = reader.until(on("/a/t", str(batch * 20 + 19) + " " * 50_000))
+            received += [e[1]["payload"].strip() for e in events if e[0] == "message"]
+        assert received == [str(i) for i in range(400)]
+        assert feeding < 5  # the feeding (MQTT) thread was never held up
+        assert hub.clients == 1  # the stalled one was dropped
+    finally:
+        reader.close()
+        stalled.close()
+        server.shutdown()
+        server.close()
+
+
+def test_cli_refuses_a_bad_broker_url() -> None:
+    result = CliRunner().invoke(main, ["spectate", "--broker", "http://x:1883"])
+    assert result.exit_code == ExitCode.USAGE and "--broker" in result.output
+
+
+@pytest.mark.mqtt
+def test_cli_stops_when_the_broker_refuses_its_credentials(broker: Mosquitto, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("signal.signal", lambda *_: None)  # leave pytest's SIGTERM alone
+    args = ["spectate", "--port", "0", "--broker", broker.url(), "--username", "alice", "--password", "wrong"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == ExitCode.BROKER_REFUSED, result.output
+    assert "refused" in result.output
 
 
 @pytest.fixture
@@ -101,6 +338,10 @@ def _card_text(driver: Any, prefix: str) -> str:
     return _text(driver, f'article[data-arena="{prefix}"]')
 
 
+def _connections(driver: Any) -> int:
+    return int(driver.execute_script("return window.salvoConnections || 0"))
+
+
 def _until(driver: Any, what: str, check: Any, timeout: float = 20) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -114,109 +355,124 @@ def _until(driver: Any, what: str, check: Any, timeout: float = 20) -> None:
 
 @pytest.mark.mqtt
 def test_the_page_follows_a_live_game_in_chromium(
-    broker: Mosquitto, start_referee: Any, make_team: Any, watcher: Recorder, prefix: str, browser: Any
+    broker: Mosquitto,
+    serve: Callable[..., SpectatorServer],
+    start_referee: Any,
+    make_team: Any,
+    watcher: Recorder,
+    prefix: str,
+    browser: Any,
 ) -> None:
-    server = SpectatorServer(("127.0.0.1", 0), f"ws://127.0.0.1:{broker.ws_port}")
-    server.start()
-    try:
-        browser.get(server.url)
-        _until(browser, "the live connection", lambda: "live from" in _text(browser, "#conn"))
-        start_referee(turn_timeout=15, reset_after=60, seed=3)
-        _until(browser, "the arena in its lobby", lambda: "LOBBY" in _card_text(browser, prefix).upper())
+    server = serve()
+    browser.get(server.url)
+    _until(browser, "the live connection", lambda: _text(browser, "#conn") == "live")
+    start_referee(turn_timeout=15, reset_after=60, seed=3)
+    _until(browser, "the arena in its lobby", lambda: "LOBBY" in _card_text(browser, prefix).upper())
 
-        fleets = {"alice": ROWS, "bob": COLUMNS}
-        teams: dict[str, Team] = {n: make_team(n) for n in fleets}
-        for team in teams.values():
-            team.join()
-        watcher.wait_for(f"/{prefix}/players/count", "2")
-        for name, team in teams.items():
-            team.place_fleet(fleets[name])
-        first = watcher.wait(lambda m: m.topic.endswith("/game/turn")).json()["player"]
-        other = next(n for n in fleets if n != first)
-        _until(browser, "turn 1", lambda: f"Turn 1: {first} fires 5 shots" in _card_text(browser, prefix))
-        current = f'article[data-arena="{prefix}"] tr.current[data-player="{first}"]'
-        _until(browser, "the current player marked", lambda: _text(browser, current))  # /game/current comes after /turn
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(SHOTS / "spectate-turn.png"))
+    fleets = {"alice": ROWS, "bob": COLUMNS}
+    teams: dict[str, Team] = {n: make_team(n) for n in fleets}
+    for team in teams.values():
+        team.join()
+    watcher.wait_for(f"/{prefix}/players/count", "2")
+    for name, team in teams.items():
+        team.place_fleet(fleets[name])
+    first = watcher.wait(lambda m: m.topic.endswith("/game/turn")).json()["player"]
+    other = next(n for n in fleets if n != first)
+    _until(browser, "turn 1", lambda: f"Turn 1: {first} fires 5 shots" in _card_text(browser, prefix))
+    current = f'article[data-arena="{prefix}"] tr.current[data-player="{first}"]'
+    _until(browser, "the current player marked", lambda: _text(browser, current))  # /game/current comes after /turn
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "spectate-turn.png"))
 
-        # `first` shoots the other fleet cell by cell (then water, to fill its
-        # last salvo); `other` only finds water.
-        def water(fleet: dict[str, Any]) -> list[tuple[int, int]]:
-            return [(x, y) for y in range(10) for x in range(10) if (x, y) not in all_cells(fleet)]
+    # `first` shoots the other fleet cell by cell (then water, to fill its
+    # last salvo); `other` only finds water.
+    def water(fleet: dict[str, Any]) -> list[tuple[int, int]]:
+        return [(x, y) for y in range(10) for x in range(10) if (x, y) not in all_cells(fleet)]
 
-        aims = {first: iter(all_cells(fleets[other]) + water(fleets[other])), other: iter(water(fleets[first]))}
-        turn = 1
-        while True:
-            msg = watcher.wait(
-                lambda m, n=turn: (
-                    m.payload != b""
-                    and (m.topic.endswith("/game/winner") or (m.topic.endswith("/game/turn") and m.json()["turn"] == n))
-                )
+    aims = {first: iter(all_cells(fleets[other]) + water(fleets[other])), other: iter(water(fleets[first]))}
+    turn = 1
+
+    def turn_or_winner(m: Msg) -> bool:
+        if not m.payload:
+            return False
+        return m.topic.endswith("/game/winner") or (m.topic.endswith("/game/turn") and m.json()["turn"] == turn)
+
+    while True:
+        msg = watcher.wait(turn_or_winner)
+        if msg.topic.endswith("/game/winner"):
+            break
+        info = msg.json()
+        shooter = info["player"]
+        for _ in range(info["shots"]):
+            teams[shooter].fire(other if shooter == first else first, *next(aims[shooter]), turn=info["turn"])
+        if turn == 1:
+            _until(
+                browser,
+                "turn 1's salvo",
+                lambda: f"Last salvo: {first}, 5 hits of 5" in _card_text(browser, prefix),
             )
-            if msg.topic.endswith("/game/winner"):
-                break
-            info = msg.json()
-            shooter = info["player"]
-            for _ in range(info["shots"]):
-                teams[shooter].fire(other if shooter == first else first, *next(aims[shooter]))
-            if turn == 1:
-                _until(
-                    browser,
-                    "turn 1's salvo",
-                    lambda: f"Last salvo: {first}, 5 hits of 5" in _card_text(browser, prefix),
-                )
-                _until(browser, "the carrier sunk", lambda: f"{other}'s carrier sunk" in _card_text(browser, prefix))
-            turn += 1
-        last_turn = turn - 1
+            _until(browser, "the carrier sunk", lambda: f"{other}'s carrier sunk" in _card_text(browser, prefix))
+        turn += 1
+    last_turn = turn - 1
 
-        _until(browser, "the winner", lambda: f"Winner: {first}" in _card_text(browser, prefix))
-        _until(browser, "the final turn", lambda: f"Game over after turn {last_turn}" in _card_text(browser, prefix))
-        loser = _text(browser, f'article[data-arena="{prefix}"] tr.defeated[data-player="{other}"]')
-        assert loser.split()[:2] == [other, "5"]  # five ships sunk
-        _until(browser, "the defeat", lambda: f"{other} is defeated" in _card_text(browser, prefix))
+    _until(browser, "the winner", lambda: f"Winner: {first}" in _card_text(browser, prefix))
+    _until(browser, "the final turn", lambda: f"Game over after turn {last_turn}" in _card_text(browser, prefix))
+    loser = _text(browser, f'article[data-arena="{prefix}"] tr.defeated[data-player="{other}"]')
+    assert loser.split()[:2] == [other, "5"]  # five ships sunk
+    _until(browser, "the defeat", lambda: f"{other} is defeated" in _card_text(browser, prefix))
 
-        standings = {
-            "format": "round-robin",
-            "rounds": 1,
-            "games_played": 1,
-            "table": [
-                {
-                    "team": first,
-                    "played": 1,
-                    "wins": 1,
-                    "draws": 0,
-                    "losses": 0,
-                    "points": 2,
-                    "shots": 17,
-                    "hits": 17,
-                    "accuracy": 1.0,
-                },
-                {
-                    "team": other,
-                    "played": 1,
-                    "wins": 0,
-                    "draws": 0,
-                    "losses": 1,
-                    "points": 0,
-                    "shots": 15,
-                    "hits": 0,
-                    "accuracy": 0.0,
-                },
-            ],
-        }
-        watcher.publish("/tournament/standings", json.dumps(standings), retain=True)
-        _until(browser, "the standings", lambda: "1 game played" in _text(browser, "#standings"))
-        top = _text(browser, "#standings tbody tr").split()
-        assert top[:2] == ["1", first] and top[6] == "2" and top[-1] == "100.0%"
-        browser.save_screenshot(str(SHOTS / "spectate-winner.png"))
+    standings = {
+        "format": "round-robin",
+        "rounds": 1,
+        "games_played": 1,
+        "table": [
+            {
+                "team": first,
+                "played": 1,
+                "wins": 1,
+                "draws": 0,
+                "losses": 0,
+                "points": 2,
+                "shots": 17,
+                "hits": 17,
+                "accuracy": 1.0,
+            },
+            {
+                "team": other,
+                "played": 1,
+                "wins": 0,
+                "draws": 0,
+                "losses": 1,
+                "points": 0,
+                "shots": 15,
+                "hits": 0,
+                "accuracy": 0.0,
+            },
+        ],
+    }
+    watcher.publish("/tournament/standings", json.dumps(standings), retain=True)
+    _until(browser, "the standings", lambda: "1 game played" in _text(browser, "#standings"))
+    top = _text(browser, "#standings tbody tr").split()
+    assert top[:2] == ["1", first] and top[6] == "2" and top[-1] == "100.0%"
+    browser.save_screenshot(str(SHOTS / "spectate-winner.png"))
 
-        # The broker restarts during the evening: the page reconnects by
-        # itself and shows the same (retained) state again.
-        assert browser.execute_script("return window.salvoConnections") == 1
-        broker.restart()
-        _until(browser, "a reconnection", lambda: browser.execute_script("return window.salvoConnections") == 2, 30)
-        _until(browser, "the winner again", lambda: f"Winner: {first}" in _card_text(browser, prefix))
-        _until(browser, "the standings again", lambda: "1 game played" in _text(browser, "#standings"))
-    finally:
-        server.shutdown()
-        server.server_close()
+    # The broker restarts during the evening: the server reconnects and
+    # resubscribes, and the page starts over from the replayed retained state.
+    assert _connections(browser) == 1
+    broker.restart()
+    _until(browser, "the broker's loss", lambda: _text(browser, "#conn").startswith("the server lost the broker"))
+    _until(browser, "a reconnection", lambda: _connections(browser) == 2, 30)
+    _until(browser, "the winner again", lambda: f"Winner: {first}" in _card_text(browser, prefix))
+    _until(browser, "the standings again", lambda: "1 game played" in _text(browser, "#standings"))
+
+    # The spectator server restarts; meanwhile the standings are cleared. The
+    # page's EventSource reconnects by itself and shows the new state.
+    address = server.server_address[:2]
+    server.shutdown()
+    server.close()
+    _until(browser, "the server's loss", lambda: _text(browser, "#conn").startswith("lost the server"))
+    watcher.publish("/tournament/standings", "", retain=True)
+    serve((str(address[0]), int(address[1])))
+    _until(browser, "a reconnection to the new server", lambda: _connections(browser) == 3, 30)
+    _until(browser, "the standings gone", lambda: "No tournament running." in _text(browser, "#standings"))
+    _until(browser, "the winner once more", lambda: f"Winner: {first}" in _card_text(browser, prefix))

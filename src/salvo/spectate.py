@@ -1,39 +1,273 @@
 """``salvo spectate``: serve the live spectator page.
 
-The page (``salvo/data/spectate.html``) is static: it connects straight from
-the browser to the broker's websockets listener, read-only (anonymous, and
-the ACL lets anonymous clients read only the public topics). This server only
-hands out the page, with the broker's websocket address written into it.
+Browsers never speak MQTT. This server reads the public topics of every arena
+(and ``/tournament/#``) from the broker with one paho client, keeps the latest
+retained payload per topic, and streams to each browser as server-sent events
+on ``GET /events``:
+
+- ``event: status``, data ``{"broker": "up"|"down", "reset": bool}``. With
+  ``reset`` true the browser forgets everything: the whole state follows. It
+  opens every stream (then the retained snapshot follows, oldest update first)
+  and is sent to every stream when the broker connection comes back (then the
+  broker replays its retained messages). ``reset`` false: the broker went away;
+  what the browser shows is stale until the next reset.
+- ``message`` events, data ``{"topic", "payload", "retained"}``: the snapshot
+  (``retained`` true), then live messages (``retained`` as published).
+
+A slow or dead browser cannot hold anything up: the MQTT thread only appends
+to bounded per-browser queues, and a browser whose queue is full is dropped
+(its EventSource reconnects and starts again from a fresh snapshot).
 """
 
 from __future__ import annotations
 
-import html
+import contextlib
+import json
 import logging
+import queue
+import secrets
+import socket
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from salvo.mqtt import Broker, connect_async, new_client
+from salvo.topics import Topics, TournamentTopics
 
 log = logging.getLogger("salvo.spectate")
 
-PLACEHOLDER = "__SALVO_BROKER__"
+HEARTBEAT_S = 15.0  # an SSE comment this often keeps proxies from closing an idle stream
+QUEUE_SIZE = 2000  # live events a browser may lag behind before it is dropped
+MAX_TOPICS = 20_000  # retained topics remembered (about 80 per 10-player arena)
+MAX_BYTES = 32 * 1024 * 1024  # encoded size of everything remembered
+MAX_CLIENTS = 500
+WRITE_TIMEOUT_S = 30.0  # a browser that accepts nothing this long is gone
+_BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not authorized, bad auth method
 
 
-def page(broker_ws: str | None) -> bytes:
-    """The page, pointed at ``broker_ws`` (None: the page's own host, port 9001)."""
-    text = (files("salvo") / "data" / "spectate.html").read_text(encoding="utf-8")
-    if broker_ws:
-        text = text.replace(PLACEHOLDER, html.escape(broker_ws, quote=True))
-    return text.encode()
+def subscriptions() -> list[str]:
+    """Every public topic of every arena (unprefixed and ``/<prefix>/...``)
+    and the tournament's topics; never a private one."""
+    public = Topics().public_filters
+    return [*public, *(f"/+{f}" for f in public), f"{TournamentTopics.root}/#"]
+
+
+def page() -> bytes:
+    return (files("salvo") / "data" / "spectate.html").read_bytes()
+
+
+def sse(data: object, event: str | None = None) -> bytes:
+    """One server-sent event. JSON has no raw line breaks, so one data line."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+@dataclass(eq=False)
+class Client:
+    """One browser's stream: what it has still to be sent."""
+
+    sock: socket.socket | None
+    queue: queue.Queue[bytes | None]
+    closed: threading.Event = field(default_factory=threading.Event)
+
+    def close(self) -> None:
+        """Never blocks: wakes the browser's thread even mid-write."""
+        self.closed.set()
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait(None)
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+
+
+class Hub:
+    """The latest retained payload per topic (bounded: the least recently
+    updated topics go first), and every browser's queue."""
+
+    def __init__(
+        self,
+        *,
+        max_topics: int = MAX_TOPICS,
+        max_bytes: int = MAX_BYTES,
+        max_clients: int = MAX_CLIENTS,
+        queue_size: int = QUEUE_SIZE,
+    ) -> None:
+        self.max_topics, self.max_bytes, self.max_clients = max_topics, max_bytes, max_clients
+        self.queue_size = queue_size
+        self._lock = threading.Lock()
+        self._retained: OrderedDict[str, bytes] = OrderedDict()  # topic -> its encoded event
+        self._size = 0
+        self._clients: set[Client] = set()
+        self.broker_up = False
+
+    def attach(self, sock: socket.socket | None) -> tuple[Client, list[bytes]] | None:
+        """A new stream and what it starts with (status, then the snapshot);
+        None when there are too many. Atomic with :meth:`message`, so the
+        stream misses nothing and gets nothing twice."""
+        with self._lock:
+            if len(self._clients) >= self.max_clients:
+                return None
+            client = Client(sock, queue.Queue(self.queue_size))
+            self._clients.add(client)
+            start = sse({"broker": "up" if self.broker_up else "down", "reset": True}, "status")
+            return client, [start, *self._retained.values()]
+
+    def detach(self, client: Client) -> None:
+        with self._lock:
+            self._clients.discard(client)
+        client.close()
+
+    @property
+    def clients(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+    def snapshot(self) -> dict[str, str]:
+        """topic -> payload of what a new stream would be sent."""
+        with self._lock:
+            return {t: json.loads(e.split(b"data: ", 1)[1])["payload"] for t, e in self._retained.items()}
+
+    def message(self, topic: str, payload: bytes, retained: bool) -> None:
+        text = payload.decode("utf-8", errors="replace")
+        event = sse({"topic": topic, "payload": text, "retained": retained})
+        with self._lock:
+            if retained:
+                self._remember(topic, event if payload else None)
+            self._send(event)
+
+    def connected(self) -> None:
+        """The broker is back: browsers start over, the retained state follows."""
+        with self._lock:
+            self.broker_up = True
+            self._retained.clear()
+            self._size = 0
+            self._send(sse({"broker": "up", "reset": True}, "status"))
+
+    def disconnected(self) -> None:
+        with self._lock:
+            if not self.broker_up:
+                return
+            self.broker_up = False
+            self._send(sse({"broker": "down", "reset": False}, "status"))
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = self._clients, set()
+        for client in clients:
+            client.close()
+
+    def _remember(self, topic: str, event: bytes | None) -> None:
+        old = self._retained.pop(topic, None)
+        if old is not None:
+            self._size -= len(old)
+        if event is None:  # an empty retained payload clears the topic
+            return
+        self._retained[topic] = event
+        self._size += len(event)
+        while len(self._retained) > self.max_topics or self._size > self.max_bytes:
+            _, dropped = self._retained.popitem(last=False)
+            self._size -= len(dropped)
+
+    def _send(self, event: bytes) -> None:
+        for client in list(self._clients):
+            try:
+                client.queue.put_nowait(event)
+            except queue.Full:
+                log.warning("dropping a spectator that fell %d events behind", self.queue_size)
+                self._clients.discard(client)
+                client.close()
+
+
+class Feed:
+    """The broker side: one read-only paho client feeding a :class:`Hub`.
+    paho reconnects by itself; every connection subscribes again, which
+    replays the retained state."""
+
+    def __init__(self, hub: Hub, broker: Broker) -> None:
+        self.hub, self.broker = hub, broker
+        self.settled = threading.Event()  # the first connection attempt was answered
+        self.stopping = False
+        self.refused: str | None = None  # the credentials were refused: retrying will not help
+        self.client_id = f"salvo-spectate-{secrets.token_hex(6)}"
+        self.client = new_client(broker, self.client_id)
+        self.client.reconnect_delay_set(min_delay=1, max_delay=5)  # a projector should catch up fast
+        self.client.on_connect = self._on_connect
+        self.client.on_connect_fail = self._on_connect_fail
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_subscribe = self._on_subscribe
+        self.client.on_message = self._on_message
+
+    def start(self) -> None:
+        connect_async(self.client, self.broker)
+        self.client.loop_start()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        if rc.is_failure:
+            reason = f"broker {self.broker.url} refused the connection: {rc}"
+            log.error("%s", reason)
+            if rc.value in _BAD_CREDENTIALS:
+                self.refused = reason
+            self.settled.set()
+            return
+        self.refused = None
+        log.info("connected to %s", self.broker.url)
+        self.hub.connected()  # before subscribing: the replayed retained state comes after
+        # Retain-as-published (MQTT 5) tells a live retained update (state to
+        # keep) from a plain message. MQTT 3.1.1 cannot: see _on_message.
+        if self.broker.mqtt5:
+            client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in subscriptions()])
+        else:
+            client.subscribe([(f, 1) for f in subscriptions()])
+        self.settled.set()
+
+    def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
+        if not self.settled.is_set():
+            log.warning("cannot reach the broker at %s yet; retrying", self.broker.url)
+        self.settled.set()
+
+    def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        if self.hub.broker_up and not self.stopping:
+            log.warning("lost the broker (%s); reconnecting", rc)
+        self.hub.disconnected()
+
+    def _on_subscribe(self, _c: paho.Client, _u: Any, _mid: int, codes: list[ReasonCode], _p: Any) -> None:
+        refused = [f for f, rc in zip(subscriptions(), codes, strict=False) if rc.is_failure]
+        if refused:
+            log.warning("the broker refused the subscriptions %s", ", ".join(refused))
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        # Over 3.1.1 live messages lose their retain flag: keep every message.
+        retained = msg.retain or not self.broker.mqtt5
+        self.hub.message(msg.topic, bytes(msg.payload), retained)
 
 
 class SpectatorServer(ThreadingHTTPServer):
-    daemon_threads = True
+    """The page on ``/``, the event stream on ``/events``; ``broker`` None
+    serves whatever is fed into :attr:`hub` by hand (tests)."""
 
-    def __init__(self, address: tuple[str, int], broker_ws: str | None) -> None:
-        self.body = page(broker_ws)
+    daemon_threads = True
+    heartbeat_s = HEARTBEAT_S
+
+    def __init__(self, address: tuple[str, int], broker: Broker | None, hub: Hub | None = None) -> None:
+        self.body = page()
+        self.hub = hub or Hub()
         super().__init__(address, _Handler)
+        self.feed = Feed(self.hub, broker) if broker else None
+        if self.feed:
+            self.feed.start()
 
     @property
     def url(self) -> str:
@@ -47,21 +281,59 @@ class SpectatorServer(ThreadingHTTPServer):
         t.start()
         return t
 
+    def close(self) -> None:
+        """Stop the broker client, end every stream, close the socket (after
+        :meth:`shutdown` when serving)."""
+        if self.feed:
+            self.feed.stop()
+        self.hub.close()
+        self.server_close()
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: SpectatorServer
+    timeout = WRITE_TIMEOUT_S
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path not in ("/", "/index.html"):
-            self.send_error(HTTPStatus.NOT_FOUND, "only / is served here")
+        if path == "/events":
+            self._stream()
+        elif path in ("/", "/index.html"):
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(self.server.body)))
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            self.wfile.write(self.server.body)
+        else:
+            self.send_error(HTTPStatus.NOT_FOUND, "only / and /events are served here")
+
+    def _stream(self) -> None:
+        attached = self.server.hub.attach(self.connection)
+        if attached is None:
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "too many spectators")
             return
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(self.server.body)))
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        self.wfile.write(self.server.body)
+        client, start = attached
+        try:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("X-Accel-Buffering", "no")  # nginx: do not hold events back
+            self.end_headers()
+            self.wfile.write(b"retry: 2000\n\n" + b"".join(start))
+            while not client.closed.is_set():
+                try:
+                    event = client.queue.get(timeout=self.server.heartbeat_s)
+                except queue.Empty:
+                    event = b": keep-alive\n\n"  # also how a vanished browser is noticed
+                if event is None or client.closed.is_set():
+                    break
+                self.wfile.write(event)
+        except OSError:  # the browser went away, or was dropped (socket shut down)
+            pass
+        finally:
+            self.server.hub.detach(client)
+            self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:
         log.debug("%s " + format, self.address_string(), *args)
