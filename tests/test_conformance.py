@@ -1,9 +1,11 @@
 """The conformance suite: green against our referee through both entry points,
-red against deliberately broken referees."""
+red against deliberately broken referees (each fault reaching the engine or
+protocol layer as they are, and failing its own case for its own reason),
+and a bug of the suite itself reported as an ERROR, never as a FAIL."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from salvo import engine, protocol
-from salvo.conformance import Options, run_suite
-from salvo.errors import Malformed
+from salvo import cli, engine, protocol
+from salvo.conformance import CASES, Options, SuiteBroken, lobby, run_suite, summary
+from salvo.conformance.verdict import CODES
+from salvo.errors import Code, Malformed
 from salvo.mqtt import Broker
+from salvo.referee import Referee
 from salvo.rules import FLEET, SHIP_IDS
+from salvo.topics import is_valid_name
 
 from mosquitto import Mosquitto
 
@@ -25,6 +31,7 @@ pytestmark = pytest.mark.mqtt
 # What the suite asks of the referee (salvo conformance prints the same).
 SETTINGS: dict[str, Any] = {"placement_timeout": 3, "turn_timeout": 1.5, "reset_after": 1, "max_players": 6}
 TEAMS = ["alice", "bob", "carol"]
+N = len(CASES)
 
 
 def credentials(broker: Mosquitto, tmp_path: Path) -> Path:
@@ -46,6 +53,11 @@ def suite_args(broker: Mosquitto, tmp_path: Path) -> list[str]:
     ]
 
 
+def test_the_suites_codes_are_the_documented_ones() -> None:
+    # The suite keeps its own copy (it imports no referee code): it must not drift.
+    assert {c.value for c in Code} == CODES
+
+
 def test_cli_suite_passes_against_our_referee_with_a_prefix(
     broker: Mosquitto, start_referee: Any, prefix: str, tmp_path: Path
 ) -> None:
@@ -59,8 +71,8 @@ def test_cli_suite_passes_against_our_referee_with_a_prefix(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[-1].startswith("60 passed, 0 failed"), proc.stdout
-    assert sum(line.startswith("PASS  §") for line in lines) == 60
+    assert lines[-1] == f"{N} passed, 0 failed", proc.stdout
+    assert sum(line.startswith("PASS  §") for line in lines) == N == 69
     assert any("§6" in line and "salvo.order" in line for line in lines)
 
 
@@ -87,7 +99,40 @@ def test_pytest_entry_point_passes_without_a_prefix(broker: Mosquitto, start_ref
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "59 passed, 1 skipped" in proc.stdout  # prefix.contained needs a prefix
+    assert f"{N - 1} passed, 1 skipped" in proc.stdout  # prefix.contained needs a prefix
+
+
+def test_a_bug_of_the_suite_is_an_error_not_a_failure(
+    broker: Mosquitto, start_referee: Any, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start_referee(**SETTINGS)
+
+    def buggy(_text: str) -> float:
+        raise KeyError("bits")  # as a slip of the suite would
+
+    monkeypatch.setattr(lobby, "id_bits", buggy)
+    options = Options(
+        broker=Broker(host="127.0.0.1", port=broker.port),
+        prefix=prefix,
+        referee_login=("referee", broker.users["referee"]),
+        groups={"presence"},
+    )
+    lines: list[str] = []
+    with pytest.raises(SuiteBroken) as raised:
+        run_suite(options, report=lambda r: lines.append(r.line()))
+    results = {r.case.id: r for r in raised.value.results}
+    error = results["presence.game_id"]
+    assert error.status == "error" and "KeyError" in error.detail and "lobby.py" in error.detail, error
+    assert results["presence.server"].status == "pass"
+    assert not [r for r in results.values() if r.status == "fail"]  # never blamed on the referee
+    assert any(line.startswith("ERROR §4    presence.game_id") for line in lines), lines
+    assert "1 ERROR (the suite broke, not the referee)" in summary(raised.value.results)
+    # `salvo conformance` says so and exits 5, not 1 (a failing referee)
+    args = ["conformance", "--prefix", prefix, "--only", "presence", *suite_args(broker, tmp_path)[:6]]
+    outcome = CliRunner().invoke(cli.main, args)
+    assert outcome.exit_code == 5, outcome.output
+    assert "ERROR §4    presence.game_id" in outcome.output
+    assert "The conformance suite itself broke in presence.game_id" in outcome.output
 
 
 # -- broken referees: each fault must be reported --------------------------------------------
@@ -96,27 +141,36 @@ def test_pytest_entry_point_passes_without_a_prefix(broker: Mosquitto, start_ref
 def sinks_per_shot(monkeypatch: pytest.MonkeyPatch) -> None:
     original = engine.Game._fire
 
-    def fire(self: engine.Game, ev: engine.Fire, out: list[engine.Publish]) -> str:
-        summary = original(self, ev, out)
-        target = self.players.get(ev.target)
-        for ship in SHIP_IDS if target else ():
-            assert target is not None
+    def fire(self: engine.Game, ev: engine.Fire) -> engine.Accepted:
+        result = original(self, ev)
+        target = self.players[ev.target]
+        for ship in SHIP_IDS:
             if ship not in target.sunk and len(target.damage[ship]) == FLEET[ship]:
-                self._pub(out, self.topics.sunk(ev.target, ship), "true")  # told at once: a leak
-        return summary
+                self._pub(result.effects, self.topics.sunk(ev.target, ship), "true")  # told at once: a leak
+        return result
 
     monkeypatch.setattr(engine.Game, "_fire", fire)
 
 
-def replays_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+def redelivery_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shots keep no nonce: an accepted message delivered again is a new shot.
     original = engine.Game.handle
 
     def handle(self: engine.Game, event: engine.Event) -> engine.Result:
-        if isinstance(event, engine.Fire):
-            event = dataclasses.replace(event, nonce=None)
+        if type(event) is engine.Fire:
+            event = event._replace(nonce=None)
         return original(self, event)
 
     monkeypatch.setattr(engine.Game, "handle", handle)
+
+
+def rejected_nonces_not_burned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine.Game, "_burn", lambda self, ev: "nonce not kept")
+
+
+def game_id_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = engine.Game._fire
+    monkeypatch.setattr(engine.Game, "_fire", lambda self, ev: original(self, ev._replace(game=None)))
 
 
 def wrong_shot_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,7 +183,7 @@ def wrong_shot_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
 def sealed_join_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     original = protocol.Arena._open_join
 
-    def open_join(self: protocol.Arena, payload: bytes) -> object:
+    def open_join(self: protocol.Arena, payload: bytes) -> tuple[object, bool]:
         if payload.lstrip()[:1] != b"{":
             raise Malformed("sealed requests are not supported")
         return original(self, payload)
@@ -137,31 +191,78 @@ def sealed_join_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(protocol.Arena, "_open_join", open_join)
 
 
-FAULTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
-    (sinks_per_shot, "salvo.sinks_at_end"),
-    (replays_accepted, "fire.replay"),
-    (wrong_shot_allowance, "turn.allowance"),
-    (sealed_join_ignored, "join.sealed"),
+def join_refusals_on_the_players_topic(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The v1 routing: a refused join told on /players/<name>/error.
+    def reroute(arena: protocol.Arena, effects: list[protocol.Effect], name: object) -> list[protocol.Effect]:
+        if not isinstance(name, str) or not is_valid_name(name):
+            return effects
+        t = arena.topics
+        return [
+            e._replace(topic=t.player_error(name)) if isinstance(e, engine.Publish) and e.topic == t.errors else e
+            for e in effects
+        ]
+
+    join, apply_join = protocol.Arena._join, protocol.Arena._apply_join
+
+    def joined(self: protocol.Arena, topic: str, route: Any, payload: bytes, now: float) -> list[protocol.Effect]:
+        effects = join(self, topic, route, payload, now)  # a bad payload raises here, as it would
+        value = json.loads(payload) if payload.lstrip()[:1] == b"{" else None
+        return reroute(self, effects, value.get("name") if isinstance(value, dict) else None)
+
+    def applied(self: protocol.Arena, event: engine.Join, request_ids: list[str]) -> list[protocol.Effect]:
+        return reroute(self, apply_join(self, event, request_ids), event.name)
+
+    monkeypatch.setattr(protocol.Arena, "_join", joined)
+    monkeypatch.setattr(protocol.Arena, "_apply_join", applied)
+
+
+Fault = Callable[[pytest.MonkeyPatch], None]
+#: fault, the cases to run (the games stop once they have results), and for
+#: each case that must fail a fragment of its reason
+FAULTS: list[tuple[Fault, set[str], dict[str, str]]] = [
+    (sinks_per_shot, {"salvo.sinks_at_end"}, {"salvo.sinks_at_end": "sink was announced before"}),
+    (redelivery_counted, {"fire.redelivery", "fire.replay"}, {"fire.redelivery": "redelivery was a second shot"}),
+    (rejected_nonces_not_burned, {"fire.replay", "fire.redelivery"}, {"fire.replay": "refused as replayed"}),
+    (
+        game_id_unchecked,
+        {"fire.wrong_game", "fire.wrong_turn", "fire.wrong_target"},
+        {"fire.wrong_game": "no wrong_game report"},
+    ),
+    (wrong_shot_allowance, {"turn.allowance"}, {"turn.allowance": "shots allowed"}),
+    (sealed_join_ignored, {"join.sealed"}, {"join.sealed": "sealed join was refused"}),
+    (
+        join_refusals_on_the_players_topic,
+        {"join.refusals", "join.taken"},
+        {"join.refusals": "/error, not on"},
+    ),
 ]
+#: cases every broken referee here still passes: the suite fails the fault, not everything
+CONTROL = {"presence.server", "presence.game_id", "join.plain"}
 
 
-@pytest.mark.parametrize(("fault", "case_id"), FAULTS, ids=[f.__name__ for f, _ in FAULTS])
+@pytest.mark.parametrize(("fault", "cases", "failing"), FAULTS, ids=[f.__name__ for f, _c, _r in FAULTS])
 def test_suite_reports_each_injected_fault(
     broker: Mosquitto,
     start_referee: Any,
     prefix: str,
     monkeypatch: pytest.MonkeyPatch,
-    fault: Callable[[pytest.MonkeyPatch], None],
-    case_id: str,
+    fault: Fault,
+    cases: set[str],
+    failing: dict[str, str],
 ) -> None:
     fault(monkeypatch)
-    start_referee(**SETTINGS)
+    ref: Referee = start_referee(**SETTINGS)
     options = Options(
         broker=Broker(host="127.0.0.1", port=broker.port),
         prefix=prefix,
         referee_login=("referee", broker.users["referee"]),
-        groups={"presence", "join", "turn", "fire", "salvo"},  # game 1 is enough
+        cases=cases | CONTROL,
     )
     results = {r.case.id: r for r in run_suite(options)}
-    assert results[case_id].status == "fail", results[case_id]
-    assert any(r.status == "pass" for r in results.values()), "the broken referee still passes most cases"
+    # (a) the fault made the referee misbehave; it did not crash it
+    assert ref.fatal is None and all(runner.alive for runner in ref.runners), ref.fatal
+    # (b) its case failed, for its own reason; the others passed
+    for case_id, reason in failing.items():
+        assert results[case_id].status == "fail" and reason in results[case_id].detail, results[case_id]
+    passing = {c: results[c].status for c in cases | CONTROL if c not in failing}
+    assert set(passing.values()) == {"pass"}, {c: results[c] for c in passing}

@@ -1,4 +1,8 @@
-"""One pytest test per conformance case (the suite runs once per session)."""
+"""One pytest test per conformance case (the suite runs once per session).
+
+A case the suite itself could not judge (status ERROR: a bug of the suite)
+raises in the test's setup, so pytest reports it as an error, not as a
+failure of the referee."""
 
 from __future__ import annotations
 
@@ -8,9 +12,19 @@ from salvo.conformance.cases import CASES
 from salvo.conformance.suite import Result
 
 
-@pytest.mark.parametrize("case_id", list(CASES))
-def test_case(case_id: str, conformance_results: dict[str, Result]) -> None:
-    result = conformance_results[case_id]
+class SuiteError(Exception):
+    """The conformance suite broke here; the referee was not judged."""
+
+
+@pytest.fixture(params=list(CASES))
+def result(request: pytest.FixtureRequest, conformance_results: dict[str, Result]) -> Result:
+    outcome = conformance_results[request.param]
+    if outcome.status == "error":
+        raise SuiteError(outcome.detail)
+    return outcome
+
+
+def test_case(result: Result) -> None:
     if result.status == "skip":
         pytest.skip(result.detail)
     assert result.status == "pass", f"§{result.case.section} {result.case.title}: {result.detail}"
