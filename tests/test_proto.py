@@ -18,14 +18,16 @@ from salvo import crypto, wire
 from salvo.bots import make_strategy
 from salvo.client import SalvoClient
 from salvo.conformance.harness import team_key
+from salvo.errors import Code
 from salvo.topics import Topics, matches
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder
 
 grpc_tools = pytest.importorskip("grpc_tools.protoc")
-from google.protobuf import json_format, struct_pb2  # noqa: E402
-from google.protobuf.message import Message  # noqa: E402
+# (protobuf ships no type stubs here: its names are Any to mypy)
+from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
+from google.protobuf.message import Message  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 
 PROTO = Path(__file__).resolve().parent.parent / "proto" / "salvo.proto"
 
@@ -33,7 +35,7 @@ PROTO = Path(__file__).resolve().parent.parent / "proto" / "salvo.proto"
 @pytest.fixture(scope="module")
 def pb(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     out = tmp_path_factory.mktemp("proto")
-    import grpc_tools
+    import grpc_tools  # type: ignore[import-untyped,unused-ignore]
 
     include = Path(grpc_tools.__file__).parent / "_proto"
     rc = grpc_tools.protoc.main(["protoc", f"-I{PROTO.parent}", f"-I{include}", f"--python_out={out}", str(PROTO)])
@@ -46,12 +48,14 @@ def pb(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
+    result: dict[str, Any]
     try:
-        return json_format.MessageToDict(
+        result = json_format.MessageToDict(
             msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
         )
     except TypeError:  # protobuf < 5.26
-        return json_format.MessageToDict(msg, preserving_proto_field_name=True, including_default_value_fields=True)  # type: ignore[call-arg]
+        result = json_format.MessageToDict(msg, preserving_proto_field_name=True, including_default_value_fields=True)
+    return result
 
 
 def agree(payload: bytes | str, proto_cls: type[Message], model: type[BaseModel] | None) -> None:
@@ -93,8 +97,9 @@ def test_messages_of_a_real_game_parse_and_agree(
     threads = [threading.Thread(target=c.play, args=(make_strategy(players[c.name], 1),), daemon=True) for c in clients]
     for thread in threads:
         thread.start()
-    # a rejected message of each kind, for ErrorReport samples
+    # refused joins, for ErrorReport samples with and without a request_id
     watcher.publish(t.request_participation, '{"name": "a b", "secret": "x"}')
+    watcher.publish(t.request_participation, '{"name": "a b", "secret": "x", "request_id": "r-1"}')
     for thread in threads:
         thread.join(60)
     watcher.wait_for(t.state, "over", timeout=30)
@@ -115,6 +120,8 @@ def test_messages_of_a_real_game_parse_and_agree(
         (t.fire("+"), pb.SignedFire, None),
     ]
     seen: set[str] = set()
+    game_ids = {m.text for m in watcher.messages if m.topic == t.game_id and m.payload}
+    assert len(game_ids) == 1, game_ids
     for m in watcher.messages:
         if not m.payload:
             continue
@@ -130,8 +137,20 @@ def test_messages_of_a_real_game_parse_and_agree(
             if matches(pattern, m.topic) and (m.topic != t.request_participation or m.payload.startswith(b"{")):
                 agree(m.payload, proto_cls, model)
                 if proto_cls is pb.SignedFire:  # and the signed data on its own
-                    agree(json.dumps(json.loads(m.payload)["data"]), pb.FireData, wire.FireData)
+                    data = json.loads(m.payload)["data"]
+                    agree(json.dumps(data), pb.FireData, wire.FireData)
+                    assert data["game"] in game_ids and m.topic == t.fire(data["target"])
                     seen.add("FireData")
+                if proto_cls is pb.ErrorReport and b"request_id" in m.payload:
+                    seen.add("request_id")
                 seen.add(proto_cls.__name__)
     names = {d.name for d in pb.DESCRIPTOR.message_types_by_name.values()}
-    assert seen >= names | {"list"}, f"never captured: {sorted(names - seen)}"
+    assert seen >= names | {"list", "request_id"}, f"never captured: {sorted(names | {'request_id'} - seen)}"
+
+
+def test_the_proto_lists_exactly_the_error_codes(pb: ModuleType) -> None:
+    values = {v.name for v in pb.Code.DESCRIPTOR.values if v.number}
+    assert values == {code.value for code in Code}
+    report = pb.ErrorReport()
+    json_format.Parse('{"topic": "/game/errors", "error": "e", "code": "busy", "request_id": "r-1"}', report)
+    assert report.code == pb.Code.Value("busy") and report.request_id == "r-1"
