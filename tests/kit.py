@@ -198,8 +198,8 @@ class ArenaDriver:
                 self.records.append(effect.event)
             elif isinstance(effect, Log):
                 self.logs.append(effect)
-            elif isinstance(effect, DeriveKey):
-                self.pending.append(effect)
+            elif isinstance(effect, DeriveKey) and not any(effect is job for job in self.pending):
+                self.pending.append(effect)  # (a repeat of a join comes with the job under way)
         self.published += out
         if not self.defer_keys:
             out += self.finish_keys()

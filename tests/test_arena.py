@@ -69,6 +69,7 @@ def test_a_rejected_fire_is_reported_to_its_sender_and_only_there() -> None:
     (burn,) = d.records
     assert isinstance(burn, Burn) and burn.player == other
     # the only trace: its nonce is spent for the game
+    assert burn.code == "not_current_player"
     assert d.game.nonce_seen(burn.nonce) is False and d.game.players[other].burned == 1
     assert without_spent(d.game.snapshot()) == without_spent(before)
 
@@ -83,10 +84,10 @@ def test_a_signature_no_player_can_open_goes_to_game_errors_and_spends_nothing()
     d = playing()
     target = others(d)[0]
     forged = crypto.sign(crypto.derive_team_key("mallory", "m"), {"x": 1, "y": 1, "target": target})
-    out = d.send(d.t.fire(target), json.dumps(forged))
-    report = d.errors(out)[d.t.errors]
+    nonces = dict(d.game.nonces)
+    report = d.errors(d.send(d.t.fire(target), json.dumps(forged)))[d.t.errors]
     assert report["code"] == "bad_signature" and "does not open" in report["error"]
-    assert d.records == [] and d.game.nonces == {}
+    assert d.records == [] and d.game.nonces == nonces
 
 
 @pytest.mark.parametrize(

@@ -579,13 +579,13 @@ def test_left_out_player_is_not_a_target() -> None:
 def test_a_burned_nonce_is_spent_for_the_game_and_capped_per_player() -> None:
     d = started()
     me, tgt = d.cur, other(d)
-    assert d.ok(Burn(tgt, b"b" * 24, d.now)) == []  # no effects: only the memory
+    assert d.ok(Burn(tgt, b"b" * 24, d.now, "wrong_turn")) == []  # no effects: only the memory
     assert d.game.nonce_seen(b"b" * 24) is False
     d.rejected(d.shot(tgt, 0, 0, nonce_=b"b" * 24), "replayed", code="replayed")
     d.rejected(Burn(tgt, b"b" * 24, d.now), code="replayed")
     d.fire(tgt, 9, 9)
-    (shot_nonce,) = [n for n, shot in d.game.nonces.items() if shot]
-    assert d.game.nonce_seen(shot_nonce) is True
+    (shot_nonce,) = [n for n, seen in d.game.nonces.items() if seen]
+    assert d.game.nonce_seen(shot_nonce) == tgt  # taken, on its target's topic
     for i in range(BURN_CAP):
         d.ok(Burn(me, b"z" + i.to_bytes(23, "big"), d.now))
     d.rejected(Burn(me, b"x" * 24, d.now), code="busy")  # over the cap: not kept

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import uuid
 from pathlib import Path
 
@@ -13,18 +14,26 @@ import paho.mqtt.client as paho
 import pytest
 
 from salvo import crypto
-from salvo.engine import Config
+from salvo.engine import Config, Event
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.perf import free_port
 from salvo.protocol import Log
-from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, _Link, emit, make_arenas
+from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, Stop, _Link, emit, make_arenas
+from salvo.store import StoreFailure
 from salvo.topics import Topics
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
 
 
-def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due() -> None:
+def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    jitter: list[tuple[float, float]] = []
+
+    def no_jitter(low: float, high: float) -> float:
+        jitter.append((low, high))
+        return high
+
+    monkeypatch.setattr(random, "uniform", no_jitter)
     broker = Broker.from_url(f"mqtt://127.0.0.1:{free_port()}")  # nothing listens there
     client = new_client(broker, "backoff")
     connect_async(client, broker)
@@ -38,13 +47,15 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due() -> None:
     client.reconnect = counted  # type: ignore[method-assign]
     link = _Link(client, "connection")
     now = 0.0
-    while now < 200:
+    while now < 20:
         link.connect_due(now, "t", broker)
-        now += 0.25
+        now += 0.001
     gaps = [b - a for a, b in itertools.pairwise(tries)]
     assert tries[0] == 0.0
-    assert gaps[:5] == [RETRY_MIN_S, 2 * RETRY_MIN_S, 4 * RETRY_MIN_S, 8 * RETRY_MIN_S, 16 * RETRY_MIN_S]
-    assert max(gaps) == RETRY_MAX_S and gaps[-1] == RETRY_MAX_S
+    assert gaps[:4] == pytest.approx([RETRY_MIN_S, 2 * RETRY_MIN_S, 4 * RETRY_MIN_S, 8 * RETRY_MIN_S], abs=0.002)
+    # capped: back within a second of the broker's return
+    assert max(gaps) == pytest.approx(RETRY_MAX_S, abs=0.002) and gaps[-1] == pytest.approx(RETRY_MAX_S, abs=0.002)
+    assert set(jitter) == {(0.5, 1.0)}  # every wait is jittered: many links do not retry in step
     assert client.socket() is None
 
 
@@ -116,7 +127,8 @@ def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosqui
         rec.wait_for(f"/{doomed}/game/server", "up", timeout=10)
         rec.publish(Topics(doomed).request_participation, '{"name": "ann", "secret": "s"}')
         wait_until(lambda: not ref.runners[0].alive, 10, "the crashed arena to stop")
-        assert "ZeroDivisionError" in (ref.fatal or "") and ref.any_stopped()
+        assert ref.fatal is not None and ref.fatal.kind is Stop.INTERNAL
+        assert "ZeroDivisionError" in ref.fatal.reason and ref.any_stopped()
         rec.wait_for(f"/{doomed}/game/server", "down", timeout=10)  # it said goodbye
         assert ref.runners[1].alive and ref.runners[1].fatal is None
         rec.publish(Topics(fine).request_participation, '{"name": "bob", "secret": "s"}')
@@ -131,11 +143,18 @@ class _DiskFull:
 
     pending = 0
 
-    def record_many(self, entries: list[object]) -> None:
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> int:
         self.pending += len(entries)
+        return self.pending
 
     def settle(self) -> None:
-        raise OSError("disk full")
+        raise StoreFailure("cannot write the state file x: the disk is full")
+
+    def mark_published(self, arena: str, event_id: int) -> None:
+        pass
+
+    def check_intact(self) -> None:
+        pass
 
 
 def test_a_journal_that_cannot_commit_stops_the_referee_and_says_why(broker: Mosquitto, tmp_path: Path) -> None:
@@ -148,7 +167,7 @@ def test_a_journal_that_cannot_commit_stops_the_referee_and_says_why(broker: Mos
         assert ref.wait_connected(10)
         rec.publish(Topics(f"j{tag}").request_participation, '{"name": "ann", "secret": "s"}')
         wait_until(ref.any_stopped, 10, "the referee to stop")
-        assert "disk full" in (ref.fatal or "")
+        assert ref.fatal is not None and ref.fatal.kind is Stop.STATE and "disk is full" in ref.fatal.reason
     finally:
         rec.close()
         ref.stop()

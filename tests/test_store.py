@@ -106,7 +106,7 @@ def test_this_games_spent_signatures_survive_a_restart(tmp_path: Path) -> None:
     d.ok(Fire(me, other, 9, 9, None, None, shot, d.now))
     d.ok(Burn(other, burned, d.now))
     again = resumed(store, "", key)
-    assert again.game.nonce_seen(shot) is True and again.game.nonce_seen(burned) is False
+    assert again.game.nonce_seen(shot) == other and again.game.nonce_seen(burned) is False
     assert again.game.game_id == d.game.game_id  # the id key is in the state file
 
 

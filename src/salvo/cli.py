@@ -218,6 +218,12 @@ def _config(*args: Any) -> Any:
     help="Refuse plain-JSON joins: a team's secret then never crosses the network or sits in the broker.",
 )
 @click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start even though the broker shows a game of an arena in progress that the state file does not hold"
+    " (an emptied, replaced or deleted state file): a new game replaces it. Without it the referee refuses (exit 4).",
+)
+@click.option(
     "--allow-unbound-fire",
     is_flag=True,
     help="UNSAFE: also take v1 fire data {x, y} that names no target or game; such a signature can be"
@@ -242,6 +248,7 @@ def referee(
     client_id: str | None,
     teams: Path | None,
     sealed_joins_only: bool,
+    fresh: bool,
     allow_unbound_fire: bool,
     log_level: str,
 ) -> None:
@@ -279,6 +286,7 @@ def referee(
         logging.getLogger("salvo").warning(
             "--allow-unbound-fire: v1 fire messages are accepted; their signatures can be replayed elsewhere"
         )
+    _claim(target, games, store, fresh)
     registry = _registry(teams) if teams is not None else None
     service = Referee(
         games, target, client_id=_client_id(client_id, "salvo-referee", key), journal=store, registry=registry
@@ -287,6 +295,26 @@ def referee(
         _serve(service)
     finally:
         store.close()
+
+
+def _claim(target: Any, arenas: list[Any], store: Any, fresh: bool) -> None:
+    """Take the arenas, or stop before touching anything (see salvo.ownership)."""
+    from salvo.ownership import claim
+
+    try:
+        problems = claim(target, arenas, store, fresh=fresh)
+    except TimeoutError as exc:
+        store.close()
+        raise SalvoError(str(exc)) from None
+    except PermissionError as exc:
+        store.close()
+        raise BrokerRefused(str(exc)) from None
+    except OSError as exc:  # the state file cannot keep the lease
+        store.close()
+        raise LocalFileError(str(exc)) from None
+    if problems:
+        store.close()
+        raise LocalFileError("refusing to start:\n  " + "\n  ".join(problems))
 
 
 def _serve(service: Any) -> None:
@@ -304,8 +332,17 @@ def _serve(service: Any) -> None:
         if service.any_stopped():
             break
     service.stop()
-    if service.fatal:
-        raise (BrokerRefused if "refused" in service.fatal else SalvoError)(service.fatal)
+    _fail_on(service.fatal)
+
+
+def _fail_on(fatal: Any) -> None:
+    """The exit for why a service stopped on its own (see referee.Stop)."""
+    if fatal is None:
+        return
+    from salvo.referee import Stop
+
+    kind = {Stop.BROKER_REFUSED: BrokerRefused, Stop.STATE: LocalFileError, Stop.ARENA_TAKEN: LocalFileError}
+    raise kind.get(fatal.kind, SalvoError)(fatal.reason)
 
 
 @main.command()
@@ -630,7 +667,9 @@ def journal_export(out: Any, state: Path, arena: str, game_no: int | None, with_
     """
     import json as json_
 
+    from salvo.engine import Game
     from salvo.store import Store, config_to_json, event_to_json
+    from salvo.topics import Topics
 
     store = Store(state, writer=False)  # a referee may be running on it
     try:
@@ -642,10 +681,13 @@ def journal_export(out: Any, state: Path, arena: str, game_no: int | None, with_
         if number not in games:
             raise SalvoError(f"no game {number}; games: {sorted(games)}")
         config = store.config_before(arena, number) or known[1]
+        # The game's id, not the arena's key: the key would tell every later game's.
+        game_id = Game(config, Topics(arena), known[0], game_no=number, id_key=known[2]).game_id
         header = {
             "type": "game",
             "arena": arena,
             "game": number,
+            "game_id": game_id,
             "seed": known[0],
             "config": json_.loads(config_to_json(config)),
         }
@@ -656,6 +698,33 @@ def journal_export(out: Any, state: Path, arena: str, game_no: int | None, with_
     finally:
         store.close()
     click.echo(f"exported game {number} of arena {arena or '(default)'}: {len(events)} events", err=True)
+
+
+@journal.command("backup")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--state",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default="salvo-referee.db",
+    show_default=True,
+    help="The referee's state file (a referee may be running on it).",
+)
+def journal_backup(out: Path, state: Path) -> None:
+    """Copy the state file, consistent, while a referee runs on it.
+
+    A plain copy of the .db file is not a backup: SQLite keeps the latest
+    commits in its -wal file, and the referee its newest events in -spool
+    until they are settled. This copies the database with SQLite's online
+    backup (commits in the WAL included) and the spool beside it (OUT-spool);
+    a referee started on OUT takes that spool in.
+    """
+    from salvo.store import backup
+
+    try:
+        events = backup(state, out)
+    except (OSError, sqlite3.Error) as exc:
+        raise LocalFileError(f"cannot back up {state} to {out}: {exc}") from None
+    click.echo(f"backed up {state} to {out} ({events} events)")
 
 
 @journal.command("replay")
@@ -677,7 +746,11 @@ def journal_replay(source: Any) -> None:
         raise SalvoError("not an exported game: the first line must be its description")
     head = lines[0]
     game = Game(
-        config_from_json(json_.dumps(head["config"])), Topics(head["arena"]), head["seed"], game_no=head["game"]
+        config_from_json(json_.dumps(head["config"])),
+        Topics(head["arena"]),
+        head["seed"],
+        game_no=head["game"],
+        game_id=head.get("game_id"),
     )
     rejected = 0
     for line in lines[1:]:
@@ -1066,6 +1139,7 @@ def tournament(
         games = make_arenas(prefixes, config, None, key, store)
     except (OSError, sqlite3.Error) as exc:
         raise LocalFileError(f"cannot use state file {referee_state}: {exc}") from None
+    _claim(target, games, store, False)
     roster: dict[str, set[str]] = {p: set() for p in prefixes}
     for arena in games:
         p = arena.topics.prefix
@@ -1083,10 +1157,6 @@ def tournament(
     service = Referee(
         games, target, client_id=_client_id(client_id, "salvo-tournament", key), journal=store, registry=registry
     )
-    service.start()
-    if not service.wait_connected(30):
-        service.stop()
-        raise SalvoError(f"cannot reach the broker at {target.url}")
     director = Director(
         broker=target,
         arenas=prefixes,
@@ -1096,10 +1166,16 @@ def tournament(
         close_lobby=service.close_lobby,
         no_show_after=no_show_after or None,
     )
+    adopted = director.adopt()  # before the referee reads the joins the broker kept for it
+    service.start()
+    if not service.wait_connected(30):
+        service.stop()
+        director.close()
+        raise SalvoError(f"cannot reach the broker at {target.url}")
     signal.signal(signal.SIGTERM, lambda *_: director.stop.set())
     rows = []
     try:
-        rows = director.run()
+        rows = director.run(adopted)
     except KeyboardInterrupt:
         director.stop.set()
     finally:

@@ -38,7 +38,16 @@ from salvo.errors import Code
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.rules import SHIP_IDS, Placement
 from salvo.topics import Topics, name_error
-from salvo.view import ErrorReported, GameEvent, Observer, PlayersChanged, ShipApproved, Shot, View
+from salvo.view import (
+    ErrorReported,
+    GameEvent,
+    Observer,
+    PlayersChanged,
+    RefereePresence,
+    ShipApproved,
+    Shot,
+    View,
+)
 from salvo.wire import PlayerStats, StatsSummary
 
 _KEYS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="salvo-key")
@@ -150,6 +159,8 @@ class SalvoClient:
         self._dropped = 0  # events trimmed from the front of _events
         self._listeners: list[Callable[[GameEvent], None]] = []
         self._fired: tuple[int, int] = (-1, 0)  # (game, turn) of my last salvo
+        #: (game, turn, [(topic, payload)]) of my last salvo, to send again if the referee was away
+        self._salvo: tuple[int, int, list[tuple[str, str]]] = (-1, 0, [])
         self._connected = threading.Event()
         self._closed = False
         self._refused: str | None = None
@@ -207,8 +218,23 @@ class SalvoClient:
                     self._dropped += EVENT_LOG
             self._cond.notify_all()
         if event is not None:
+            if isinstance(event, RefereePresence) and event.up and not msg.retain:
+                self._send_salvo_again()
             for listener in self._listeners:
                 listener(event)
+
+    def _send_salvo_again(self) -> None:
+        """The referee is back (a restart, or its broker's): shots of this
+        turn sent while it was away may be lost (a broker without persistence
+        drops what arrives before the referee subscribes again). Send them
+        again, unchanged: the referee takes each signature once and ignores a
+        copy of one it took."""
+        with self._cond:
+            game, turn, messages = self._salvo
+            if (game, turn) != (self.view.game, self.view.turn) or not self.view.my_turn():
+                return
+        for topic, payload in messages:
+            self._mqtt.publish(topic, payload, qos=1)
 
     # -- waiting ----------------------------------------------------------------
 
@@ -403,9 +429,13 @@ class SalvoClient:
             turn, game = self.view.turn, self.view.game_id
             self.view.record_salvo(shots)
             self._fired = (self.view.game, turn)
-        for target, x, y in shots:
-            message = crypto.sign(self.key, {"x": x, "y": y, "target": target, "turn": turn, "game": game})
-            self._publish(self.topics.fire(target), json.dumps(message))
+            messages = []
+            for target, x, y in shots:
+                data = {"x": x, "y": y, "target": target, "turn": turn, "game": game}
+                messages.append((self.topics.fire(target), json.dumps(crypto.sign(self.key, data))))
+            self._salvo = (self.view.game, turn, messages)
+        for topic, payload in messages:
+            self._publish(topic, payload)
 
     def wait_game_over(self, timeout: float | None = None) -> GameRecord:
         """Block until the game this team is in is over; its record."""

@@ -134,6 +134,8 @@ class Place:
     ship: str
     placement: Placement
     now: float
+    #: the sealed box's nonce: a placement delivered again is recognised
+    nonce: bytes | None = None
 
 
 class Fire(NamedTuple):
@@ -161,6 +163,17 @@ class Burn:
     player: str
     nonce: bytes
     now: float
+    #: why it was refused, for the journal's readers
+    code: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Extend:
+    """Give the running deadline (turn or placement) ``seconds`` more: the
+    time the referee was cut off from the broker, when nobody could act."""
+
+    seconds: float
+    now: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +200,7 @@ class CloseLobby:
     now: float
 
 
-Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn
+Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn | Extend
 
 
 # -- effects and results ----------------------------------------------------------
@@ -276,6 +289,7 @@ class Game:
         *,
         game_no: int = 1,
         id_key: bytes | None = None,
+        game_id: str | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -285,6 +299,9 @@ class Game:
         #: by the referee; derived from the seed here when none is given
         #: (predictable: for tests and simulations only).
         self.id_key = id_key if id_key is not None else hashlib.blake2b(str(seed).encode()).digest()[:32]
+        #: game_no's id as given, not derived (a replay of an exported game,
+        #: which carries its id but not the arena's key)
+        self._given_id = (game_no, game_id) if game_id is not None else None
         #: What the engine currently holds retained on the broker, topic -> payload;
         #: republished after a reconnect, cleared at reset.
         self.retained: dict[str, str] = {topics.state: Phase.LOBBY.value}
@@ -292,11 +309,15 @@ class Game:
 
     def _new_game(self) -> None:
         #: This game's id: 64 bits of a keyed BLAKE2b of its number.
-        self.game_id = hashlib.blake2b(str(self.game_no).encode(), key=self.id_key, digest_size=8).hexdigest()
+        if self._given_id is not None and self._given_id[0] == self.game_no:
+            self.game_id = self._given_id[1]
+        else:
+            self.game_id = hashlib.blake2b(str(self.game_no).encode(), key=self.id_key, digest_size=8).hexdigest()
         self.retained[self.topics.game_id] = self.game_id
-        #: The nonce of every signature that opened under a player's key this
-        #: game: True when it was a shot, False when it was rejected.
-        self.nonces: dict[bytes, bool] = {}
+        #: The nonce of every signature (and sealed placement) that opened
+        #: under a player's key this game: where it was taken (a shot's
+        #: target; "name/ship" for a placement), or False when refused.
+        self.nonces: dict[bytes, str | bool] = {}
         self.phase = Phase.LOBBY
         self.players: dict[str, PlayerState] = {}  # join order
         self.ready: list[str] = []  # fleet-completion order
@@ -329,8 +350,9 @@ class Game:
             if name != current:
                 yield name, player.key
 
-    def nonce_seen(self, nonce: bytes) -> bool | None:
-        """True: this signature was a shot; False: it was rejected; None: new."""
+    def nonce_seen(self, nonce: bytes) -> str | bool | None:
+        """Where this signature was taken (a shot's target, a placement's
+        "name/ship"); False when it was refused; None: new this game."""
         return self.nonces.get(nonce)
 
     def participants(self) -> list[PlayerState]:
@@ -356,6 +378,8 @@ class Game:
                 note = self._join(event, out)
             elif isinstance(event, Burn):
                 note = self._burn(event)
+            elif isinstance(event, Extend):
+                note = self._extend(event, out)
             elif isinstance(event, CloseLobby):
                 note = self._close_lobby(event, out)
             elif isinstance(event, Configure):
@@ -439,8 +463,12 @@ class Game:
 
     def _place(self, ev: Place, out: list[Publish]) -> str:
         player = self.check_place(ev.name, ev.ship)
+        if ev.nonce is not None and ev.nonce in self.nonces:
+            raise Illegal(Code.REPLAYED, "replayed placement: this sealed box was already used in this game")
         if error := placement_error(player.fleet, ev.ship, ev.placement):
             raise error
+        if ev.nonce is not None:
+            self.nonces[ev.nonce] = f"{ev.name}/{ev.ship}"
         moved = ev.ship in player.fleet
         was_complete = player.complete
         player.fleet[ev.ship] = ev.placement
@@ -511,6 +539,13 @@ class Game:
         self.nonces[ev.nonce] = False
         return f"{ev.player}'s rejected signature: nonce spent"
 
+    def _extend(self, ev: Extend, out: list[Publish]) -> str:
+        if self.deadline is None or self.phase is Phase.OVER or ev.seconds <= 0:
+            return "no running deadline to extend"
+        phase = "turn" if self.phase is Phase.TURN else "placement"
+        self._pub_deadline(out, phase, self.deadline + ev.seconds)
+        return f"{phase} deadline extended by {ev.seconds:.3f} s"
+
     def _start(self, now: float, out: list[Publish]) -> None:
         self.order = list(self.ready)
         self.after = dict(zip(self.order, self.order[1:] + self.order[:1], strict=True))
@@ -568,7 +603,7 @@ class Game:
         if target.defeated_in_turn is not None:
             raise Illegal(Code.DEFEATED_TARGET, f"target {name!r} is already defeated")
         if nonce is not None:
-            self.nonces[nonce] = True
+            self.nonces[nonce] = name
         c = y * BOARD_SIZE + x  # rules.cell
         shooter = self.players[current]
         shooter.shots += 1

@@ -8,7 +8,9 @@
 * :class:`Record` - persist this accepted event *before* publishing what
   follows it, so nothing a player was told is lost;
 * :class:`DeriveKey` - run argon2id somewhere slow work may run, then call
-  :meth:`Arena.on_key` (or :meth:`Arena.on_key_failed`);
+  :meth:`Arena.on_key` (or :meth:`Arena.on_key_failed`). The message that
+  asked for it is answered only then: its acknowledgement waits too (the
+  same job object comes again for a repeat of the join while it runs);
 * :class:`Log` - one readable line per accepted or rejected message.
 
 Rules of this layer (protocol v2), before the engine's own:
@@ -54,6 +56,7 @@ from salvo.engine import (
     Config,
     Configure,
     Event,
+    Extend,
     Fire,
     Game,
     Join,
@@ -160,6 +163,14 @@ class Arena:
         self._keys: OrderedDict[bytes, bytes] = OrderedDict()
         self._wrong: OrderedDict[bytes, None] = OrderedDict()
         self._digest_key = os.urandom(32)
+        #: The lease this referee process holds the arena with (JSON, see
+        #: salvo.ownership), published retained with the presence.
+        self.lease: str | None = None
+        #: What a restarted referee's journal says the teams have not heard
+        #: yet (the results of events journaled but not acknowledged by the
+        #: broker before it stopped), and the journal id they reach.
+        self.backlog: list[Publish] = []
+        self.backlog_to = 0
 
     # -- entry points -----------------------------------------------------------
 
@@ -168,7 +179,19 @@ class Arena:
         t = self.topics
         # "up" last: whoever waits for it finds the rest in place.
         out = [Publish(topic, payload, True) for topic, payload in self.game.retained.items()]
+        if self.lease is not None:
+            out.append(Publish(t.lease, self.lease, True))
         return [*out, Publish(t.pubkey, self.pubkey, True), Publish(t.server, "up", True)]
+
+    def extend(self, seconds: float, now: float) -> list[Effect]:
+        """Give the running deadline ``seconds`` more (the referee was cut off
+        from the broker that long: nobody could play). Journaled."""
+        ev = Extend(seconds, now)
+        game_no = self.game.game_no
+        result = self.game.handle(ev)
+        if isinstance(result, Accepted) and result.effects:
+            return [Record(ev, game_no), *result.effects, Log(True, result.summary)]
+        return []
 
     def next_deadline(self) -> float | None:
         return self.game.next_deadline()
@@ -260,7 +283,9 @@ class Arena:
                 raise Illegal(Code.BUSY, f"busy: another join for {name!r} is being checked; try again in a moment")
             if rid and rid not in job.request_ids and len(job.request_ids) < MAX_REQUEST_IDS:
                 job.request_ids.append(rid)
-            return [Log(True, f"join {name}: already deriving its key")]
+            # The same job again: the adapter derives it once, and answers
+            # (acknowledges) this message with the first when it is done.
+            return [job, Log(True, f"join {name}: already deriving its key")]
         until = self._cooldown.get(name)
         if verified is not True and until is not None and now < until:
             raise Illegal(
@@ -316,10 +341,15 @@ class Arena:
     def _place(self, topic: str, route: Route, payload: bytes, now: float) -> list[Effect]:
         if err := name_error(route.name):
             raise Malformed(err, Code.BAD_NAME)
+        raw = crypto.decode_box(payload, "placement")
+        nonce = crypto.nonce_of(raw)
+        if self.game.nonce_seen(nonce) == f"{route.name}/{route.ship}":
+            # Taken before: the broker delivering it again (after a restart, say).
+            return [Log(True, "ignore place %s: delivered again", (_printable(topic),))]
         player = self.game.check_place(route.name, route.ship)
-        plaintext = crypto.unseal(player.key, payload, "placement", "your team")
+        plaintext = crypto.open_box(player.key, raw, "placement", "your team", Code.CANNOT_DECRYPT)
         placement = wire.parse_placement(codec.loads(plaintext, "placement"))
-        event = Place(route.name, route.ship, placement, now)
+        event = Place(route.name, route.ship, placement, now, nonce)
         game_no = self.game.game_no
         result = self.game.handle(event)
         if isinstance(result, Rejected):
@@ -338,12 +368,12 @@ class Arena:
         sender, plaintext = found
         nonce = crypto.nonce_of(raw)
         seen = game.nonce_seen(nonce)
-        if seen and _same_target(signed.data, route.name, self.unbound_fire):
-            # It was a shot, and this is its topic: the broker delivering it again.
+        if seen == route.name:
+            # A shot on its own topic again: the broker delivering it again.
             return [Log(True, "ignore fire %s: %s's shot delivered again", (_printable(topic), sender))]
         game_no = game.game_no
         try:
-            if seen is not None:  # spent: a shot sent on elsewhere, or a rejected one again
+            if seen is not None:  # spent: refused before, or a shot sent on at another target
                 raise Illegal(Code.REPLAYED, "replayed signature: this signature was already used in this game")
             crypto.check_signed(plaintext, signed.data)
             event = self._fire_event(route, signed.data, sender, nonce, now)
@@ -353,7 +383,7 @@ class Arena:
         except Rejection as err:
             effects: list[Effect] = []
             if seen is None:
-                burn = Burn(sender, nonce, now)
+                burn = Burn(sender, nonce, now, err.code)
                 if isinstance(game.handle(burn), Accepted):
                     effects.append(Record(burn, game_no))
             return effects + self._report(topic, route, err, self.topics.player_error(sender))
@@ -394,13 +424,6 @@ class Arena:
             Publish(where, report, False, expendable=True),
             Log(False, f"reject {kind} {_printable(topic)}: {err.code}: {err.reason} -> {where}", code=err.code),
         ]
-
-
-def _same_target(data: object, target: str, unbound: bool) -> bool:
-    """Was this fire data sent on its own target's topic? (An unbound v1
-    shot names no target: any topic is its own.)"""
-    named = data.get("target") if isinstance(data, dict) else None
-    return named == target or (named is None and unbound)
 
 
 def _join_name(value: object) -> str:

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import enum
 import logging
 import os
 import queue
+import random
 import select
 import socket
 import threading
@@ -49,7 +51,7 @@ from salvo.engine import Config, Event, Fire, Game, Publish, Rejected
 from salvo.errors import Code, Illegal, Rejection
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
-from salvo.store import Store
+from salvo.store import Store, StoreFailure
 from salvo.teams import Registry
 from salvo.topics import Topics
 
@@ -85,12 +87,20 @@ REJECT_WINDOW_S: Final = 10.0
 class Journal(Protocol):
     """Where accepted events are persisted (see :mod:`salvo.store`)."""
 
-    def record_many(self, entries: list[tuple[str, int, Event]]) -> None:
-        """Make the events durable (they survive this process being killed)."""
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> int:
+        """Make the events durable (they survive this process being killed);
+        the journal id of the last one. Raises StoreFailure when it cannot."""
 
     def settle(self) -> None:
         """Finish storing what was recorded: off the critical path, after the
-        batch's results are out."""
+        batch's results are out. Raises StoreFailure when it cannot."""
+
+    def mark_published(self, arena: str, event_id: int) -> None:
+        """The broker acknowledged everything the arena's events up to
+        ``event_id`` entitled the teams to hear."""
+
+    def check_intact(self) -> None:
+        """Raise StoreFailure when the state file vanished or was replaced."""
 
     @property
     def pending(self) -> int:
@@ -123,8 +133,26 @@ class _OutConnected:
 
 
 @dataclass(frozen=True, slots=True)
-class _Fatal:
+class _LeaseSeen:
+    lease: bytes
+
+
+class Stop(enum.Enum):
+    """Why a referee stopped on its own; the CLI turns it into an exit code."""
+
+    BROKER_REFUSED = "broker refused"  # credentials or authorisation: retrying will not help
+    STATE = "state"  # the state file cannot be written, or vanished
+    ARENA_TAKEN = "arena taken"  # another referee holds the arena now
+    INTERNAL = "internal error"  # a bug
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    kind: Stop
     reason: str
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 #: CONNACK reason codes that retrying will not change: bad user name or
@@ -147,9 +175,16 @@ class _CloseLobby:
 
 _STOP: Final = object()
 
-#: Reconnect back-off: first retry after this, doubling up to RETRY_MAX_S.
-RETRY_MIN_S: Final = 1.0
-RETRY_MAX_S: Final = 30.0
+#: Reconnect back-off: first retry after this, doubling up to RETRY_MAX_S,
+#: each wait jittered down to half (many connections do not retry in step).
+#: Capped at a second: a broker back from a restart without persistence has
+#: no session for the referee, and shots sent before it resubscribes are lost.
+RETRY_MIN_S: Final = 0.1
+RETRY_MAX_S: Final = 1.0
+#: A cut from the broker longer than this is given back to the running turn.
+EXTEND_AFTER_S: Final = 0.5
+#: How often the arena thread makes sure the state file is still its own.
+INTACT_EVERY_S: Final = 1.0
 #: paho's keepalive and timeout bookkeeping (loop_misc) runs this often.
 MISC_EVERY_S: Final = 0.5
 
@@ -176,12 +211,12 @@ class _Link:
         # Set before trying: a broker that accepts TCP and then refuses the
         # CONNECT closes the socket, and must not be retried in a tight loop.
         self.delay = min(max(RETRY_MIN_S, self.delay * 2), RETRY_MAX_S)
-        self.retry_at = now + self.delay
+        self.retry_at = now + self.delay * random.uniform(0.5, 1.0)
         try:
             self.client.reconnect()
         except OSError as exc:
             log.warning(
-                "[%s] cannot reach broker %s (%s): %s; retrying in %.0f s", name, broker.url, self.role, exc, self.delay
+                "[%s] cannot reach broker %s (%s): %s; retrying in %.1f s", name, broker.url, self.role, exc, self.delay
             )
 
 
@@ -224,7 +259,7 @@ class ArenaRunner:
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self.connected = threading.Event()
-        self.fatal: str | None = None
+        self.fatal: Fatal | None = None
         self.dropped = 0
         self._connected_at = 0.0
         # The start-up sweep of stale retained topics (see _sweep).
@@ -260,6 +295,18 @@ class ArenaRunner:
         self.dropped_reports = 0
         self.rejections = RejectionLog(self.name, clock)
         self.cleared_retained = 0
+        #: The acknowledgements of join messages whose derivation is under
+        #: way, by job: sent once the join's outcome is durable (or refused).
+        self._held: dict[int, list[tuple[int, int]]] = {}
+        #: Batches whose publishes await the broker's PUBACK, with the journal
+        #: id they complete; then the journal marks them published.
+        self._unacked: collections.deque[tuple[int, list[paho.MQTTMessageInfo]]] = collections.deque()
+        self._mark = 0  # the journal id the batch being built completes, without records of its own
+        #: When the subscribing connection was lost (to give the time back to the turn).
+        self._lost_at: float | None = None
+        #: This referee's lease came back from the broker: from then on
+        #: another lease means the arena was taken over.
+        self._lease_echoed = False
         # The batch being worked through (see _work and _flush).
         self._records: list[tuple[str, int, Event]] = []
         self._outbox: list[Publish] = []
@@ -273,13 +320,15 @@ class ArenaRunner:
         if rc.is_failure:
             log.error("[%s] broker %s refused the connection: %s", self.name, self._broker.url, rc)
             if not self._ever_connected and rc.value in _REFUSED:
-                self._high.append(_Fatal(f"broker refused the connection: {rc}"))
+                self._high.append(Fatal(Stop.BROKER_REFUSED, f"broker refused the connection: {rc}"))
             return
         self._ever_connected = True
         self._note_reconnect(_CONNECTION)
         # Retain-as-published (MQTT 5): a message a team published with the
         # retain flag keeps it, live or not, so the referee can clear it (a
         # retained inbound message would be re-read at every resubscribe).
+        # Which referee holds the arena: watched for as long as this one runs.
+        client.subscribe(self.arena.topics.lease, 0)
         filters = self.arena.topics.inbound_filters
         if self._broker.mqtt5:
             client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
@@ -291,7 +340,7 @@ class ArenaRunner:
         if rc.is_failure:
             log.error("[%s] broker %s refused the publishing connection: %s", self.name, self._broker.url, rc)
             if rc.value in _REFUSED:
-                self._high.append(_Fatal(f"broker refused the connection: {rc}"))
+                self._high.append(Fatal(Stop.BROKER_REFUSED, f"broker refused the connection: {rc}"))
             return
         # This connection's last will may have said "down" while it was away
         # (a cut, or another client taking its id over): say "up" again.
@@ -299,6 +348,8 @@ class ArenaRunner:
         self._high.append(_OutConnected())
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        if self.connected.is_set() and self._lost_at is None:
+            self._lost_at = self._clock()
         self.connected.clear()
         self._note_disconnect(rc, _CONNECTION)
 
@@ -336,6 +387,9 @@ class ArenaRunner:
             topic = msg.topic
         except UnicodeDecodeError:  # a broker should not let this through
             topic = msg._topic.decode("utf-8", "replace")
+        if topic == self.arena.topics.lease:
+            self._high.append(_LeaseSeen(bytes(msg.payload)))
+            return
         if self._sweeping:
             if topic == self.arena.topics.sweep:
                 if bytes(msg.payload) == self._sweep_token:
@@ -434,13 +488,16 @@ class ArenaRunner:
         try:
             self._io(readable, writable)
             if self._work():
-                self._shutdown()
+                self._shutdown(say_down=self.fatal is None or self.fatal.kind is not Stop.ARENA_TAKEN)
                 return False
             now = self._clock()
             if self._timer_due(self.arena.next_deadline(), now):
                 self._execute(self.arena.on_tick(now))
                 self._flush()
+            self._note_published()
             return True
+        except StoreFailure:
+            raise  # the journal is every arena's: the arena thread stops them all
         except Exception as exc:
             self._crashed(exc)
             return False
@@ -448,9 +505,14 @@ class ArenaRunner:
     def _crashed(self, exc: Exception) -> None:
         """A bug: say so loudly, stop this arena."""
         log.exception("[%s] arena crashed", self.name, exc_info=exc)
-        self.fatal = f"internal error: {exc!r}"
+        self.stop_with(Fatal(Stop.INTERNAL, f"internal error: {exc!r}"))
+
+    def stop_with(self, fatal: Fatal) -> None:
+        """Stop this arena for ``fatal``. Another referee now holding the arena
+        is not told 'down' (that would be a lie about *its* presence)."""
+        self.fatal = fatal
         with contextlib.suppress(Exception):
-            self._shutdown()
+            self._shutdown(say_down=fatal.kind is not Stop.ARENA_TAKEN)
 
     def _poll(self, timeout: float) -> None:
         """One pass of network I/O for this arena alone: wait up to
@@ -523,8 +585,8 @@ class ArenaRunner:
             if item is _STOP:
                 stop = True
                 break
-            if isinstance(item, _Fatal):
-                self.fatal, stop = item.reason, True
+            if isinstance(item, Fatal):
+                self.fatal, stop = item, True
                 break
             self._dispatch(item)
         self._flush()
@@ -570,12 +632,18 @@ class ArenaRunner:
     def _dispatch(self, item: object) -> None:
         now = self._clock()
         if isinstance(item, _Message):
+            job = None
             if item.retain:
                 self._clear_retained(item)
             else:
-                self._execute(self.arena.on_message(item.topic, item.payload, now))
+                effects = self.arena.on_message(item.topic, item.payload, now)
+                job = next((e for e in effects if isinstance(e, DeriveKey)), None)
+                self._execute(effects)
             if item.qos > 0:
-                self._acks.append((item.mid, item.qos))
+                # A join waits for its key derivation: acknowledged only once its
+                # outcome is journaled (or refused), so a referee killed meanwhile
+                # gets the join again from the broker.
+                (self._held[id(job)] if job is not None else self._acks).append((item.mid, item.qos))
         elif isinstance(item, _KeyDone):
             exc = item.future.exception()
             if exc is None:
@@ -585,6 +653,9 @@ class ArenaRunner:
                     log.error("[%s] key derivation for %s failed", self.name, item.job.name, exc_info=exc)
                     exc = Illegal(Code.BUSY, "busy: the join could not be checked; try again")
                 self._execute(self.arena.on_key_failed(item.job, exc, now))
+            self._acks += self._held.pop(id(item.job), [])
+        elif isinstance(item, _LeaseSeen):
+            self._check_lease(item.lease)
         elif isinstance(item, _OutConnected):
             if self.connected.is_set():  # presence was announced: only "up" may have been lost
                 self._outbox.append(Publish(self.arena.topics.server, "up", True))
@@ -601,10 +672,21 @@ class ArenaRunner:
                 "resumed" if item.session_present else "new",
             )
             self._sweep()
+            # What the journal says the teams have not heard yet (a referee
+            # killed between journaling and publishing), then the state.
+            backlog, self.arena.backlog = self.arena.backlog, []
+            self._outbox += backlog
+            self._mark = self.arena.backlog_to
             self._execute(list(self.arena.presence()))
             self._flush()
             self._connected_at = self._clock()
             self.connected.set()
+            if self._lost_at is not None:
+                cut = self._connected_at - self._lost_at
+                self._lost_at = None
+                if cut > EXTEND_AFTER_S:
+                    self._execute(self.arena.extend(cut, self._connected_at))
+                    self._flush()
 
     def _clear_retained(self, item: _Message) -> None:
         """A message on an inbound topic with the retain flag: stale (left
@@ -641,8 +723,10 @@ class ArenaRunner:
             elif isinstance(effect, Record):
                 self._records.append((self.arena.topics.prefix, effect.game_no, effect.event))
             elif isinstance(effect, DeriveKey):
-                future = self._pool.submit(_team_key, self._registry, effect)
-                future.add_done_callback(self._key_callback(effect))
+                if id(effect) not in self._held:  # (a repeat of a join gets the job under way)
+                    self._held[id(effect)] = []
+                    future = self._pool.submit(_team_key, self._registry, effect)
+                    future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
                 self.rejections.emit(effect)
 
@@ -653,17 +737,50 @@ class ArenaRunner:
         events durable): when the arenas have nothing to read (see _wait), so
         neither a shot's hit nor the next shot of a salvo waits for it."""
         journal = self._journal
+        mark, self._mark = self._mark, 0
         if self._records and journal is not None:
-            journal.record_many(self._records)
+            mark = journal.record_many(self._records)  # StoreFailure: nothing goes out
         self._records.clear()
-        for effect in self._outbox:
-            self.out.publish(effect.topic, effect.payload, qos=1, retain=effect.retain)
+        publish = self.out.publish
+        infos = [publish(e.topic, e.payload, qos=1, retain=e.retain) for e in self._outbox]
         self._outbox.clear()
+        if mark and journal is not None:
+            self._unacked.append((mark, infos))
         for mid, qos in self._acks:
             self.client.ack(mid, qos)
         self._acks.clear()
         if journal is not None and journal.pending >= SETTLE_MAX:
             journal.settle()
+
+    def _note_published(self) -> None:
+        """Tell the journal which batches' results the broker has: a restart
+        publishes again only what came after (see make_arenas)."""
+        unacked, journal = self._unacked, self._journal
+        last = 0
+        while unacked and all(info.is_published() for info in unacked[0][1]):
+            last = unacked.popleft()[0]
+        if last and journal is not None:
+            journal.mark_published(self.arena.topics.prefix, last)
+
+    def _check_lease(self, payload: bytes) -> None:
+        """A lease on this arena. Once this referee's own came back from the
+        broker, another one after it means the arena was taken over (by a
+        referee started while this one was cut off, or at the same moment):
+        the last claim wins, this one stops, quietly. (What the broker held
+        before this referee's claim is an earlier holder's, approved by the
+        survey at start-up.)"""
+        lease = self.arena.lease
+        if lease is None or not payload:
+            return
+        if payload.decode("utf-8", "replace") == lease:
+            self._lease_echoed = True
+            return
+        if not self._lease_echoed:
+            return
+        log.error("[%s] another referee took this arena over (lease %s); stopping", self.name, payload[:200])
+        self._high.appendleft(
+            Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over (its lease: {payload[:200]!r})")
+        )
 
     def _report_budget(self) -> bool:
         """Take a token for one error report, if the bucket has one."""
@@ -679,11 +796,11 @@ class ArenaRunner:
         # Runs on a pool thread: only hand the result back to the arena thread.
         return lambda future: self._put(_KeyDone(job, future))
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, *, say_down: bool = True) -> None:
         if self._journal is not None:
             with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
                 self._journal.settle()
-        if self.out.is_connected():
+        if say_down and self.out.is_connected():
             # QoS 1 in order: once "down" is acknowledged, so is all before it.
             info = self.out.publish(self.arena.topics.server, "down", qos=1, retain=True)
             with contextlib.suppress(RuntimeError, ValueError):
@@ -771,6 +888,8 @@ class _ArenaThread:
 
     def _run(self) -> None:
         active = list(self.runners)
+        journals = [j for j in {r._journal for r in self.runners} if j is not None]
+        check_at = 0.0
         try:
             while active:
                 mono = time.monotonic()
@@ -785,15 +904,24 @@ class _ArenaThread:
                 if not active:
                     break
                 try:
+                    if mono >= check_at:  # the state file still there, still the same file?
+                        check_at = mono + INTACT_EVERY_S
+                        for journal in journals:
+                            journal.check_intact()
                     readable, writable = _wait(active, rlist, wlist, timeout)
-                except Exception as exc:  # the journal's commit failed (disk full?): no arena can go on
+                    ready, can_write = set(readable), set(writable)
                     for runner in list(active):
-                        self._drop(active, runner, exc)
+                        if not runner._advance(ready, can_write):
+                            self._drop(active, runner)
+                except StoreFailure as exc:
+                    # The journal cannot take what follows (disk full, I/O error,
+                    # the file gone): no arena can go on; nothing more is published.
+                    log.error("%s", exc)
+                    for runner in list(active):
+                        runner.stop_with(Fatal(Stop.STATE, str(exc)))
+                        active.remove(runner)
+                        runner._stopped.set()
                     break
-                ready, can_write = set(readable), set(writable)
-                for runner in list(active):
-                    if not runner._advance(ready, can_write):
-                        self._drop(active, runner)
         finally:
             for runner in active:  # only on a BaseException
                 runner._stopped.set()
@@ -900,7 +1028,7 @@ class Referee:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     @property
-    def fatal(self) -> str | None:
+    def fatal(self) -> Fatal | None:
         return next((r.fatal for r in self.runners if r.fatal), None)
 
     def any_stopped(self) -> bool:
@@ -937,8 +1065,9 @@ def make_arenas(
             arenas.append(Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire))
             continue
         assert store is not None
-        game = _resume(store, p, known)
+        game, backlog, backlog_to = _resume(store, p, known)
         arena = Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire)
+        arena.backlog, arena.backlog_to = backlog, backlog_to
         if seed is not None and _arena_seed(seed, p) != known[0]:
             log.warning("[%s] keeps its stored seed; --seed applies to new arenas only", p or "(default)")
         if arena.game.config != config:
@@ -954,14 +1083,20 @@ def _arena_seed(seed: int | str, prefix: str) -> str:
     return f"{seed}/{prefix}" if prefix else str(seed)
 
 
-def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> Game:
+def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tuple[Game, list[Publish], int]:
+    """The arena's game as its journal left it; and what its events entitled
+    the teams to hear that the broker never acknowledged (the referee died
+    between journaling and publishing): those publishes in order, and the
+    journal id they reach."""
     seed, created_with, id_key = known
-    game_no, events = store.current_game(prefix)
+    game_no, events = store.current_game_ids(prefix)
     config = store.config_before(prefix, game_no) or created_with
+    published = store.published(prefix)
     # Only this game's nonces matter (its id binds every signature to it):
     # they come back with its events.
     game = Game(config, Topics(prefix), seed, game_no=game_no, id_key=id_key)
-    for journaled in events:
+    backlog: list[Publish] = []
+    for event_id, journaled in events:
         event = journaled
         if type(event) is Fire and not event.shooter:
             # A v1 journal: its shots were the current player's.
@@ -969,13 +1104,16 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> Game
         result = game.handle(event)
         if isinstance(result, Rejected):  # the journal and the engine disagree: say so, go on
             log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
+        elif event_id > published:
+            backlog += result.effects
     log.info(
-        "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d",
+        "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d; %d results to publish again",
         prefix or "(default)",
         game.game_no,
         store.path,
         len(events),
         game.phase.value,
         game.turn,
+        len(backlog),
     )
-    return game
+    return game, backlog, events[-1][0] if events and events[-1][0] > published else 0

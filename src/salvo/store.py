@@ -26,6 +26,7 @@ so they are created mode 0600.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from salvo.codec import dumps
-from salvo.engine import Burn, CloseLobby, Config, Configure, Event, Fire, Join, Place, Tick
+from salvo.engine import Burn, CloseLobby, Config, Configure, Event, Extend, Fire, Join, Place, Tick
 from salvo.rules import Orientation, Placement
 
 SCHEMA = """
@@ -46,7 +47,9 @@ CREATE TABLE IF NOT EXISTS arenas (
     prefix TEXT PRIMARY KEY,
     seed TEXT NOT NULL,
     config TEXT NOT NULL,           -- the settings the arena was created with
-    id_key BLOB                     -- the secret its game ids derive from (v2)
+    id_key BLOB,                    -- the secret its game ids derive from (v2)
+    published INTEGER NOT NULL DEFAULT 0,  -- events up to this id: their results reached the broker
+    lease TEXT                      -- the last lease this state file held the arena with
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,         -- journal order (rows are never deleted, so ids only grow)
@@ -72,6 +75,7 @@ CREATE TABLE games (
 
 INSERT_EVENT = "INSERT INTO events (id, arena, game, event, nonce) VALUES (?, ?, ?, ?, ?)"
 INSERT_GAME = "INSERT OR IGNORE INTO games VALUES (?, ?, ?)"
+SET_PUBLISHED = "UPDATE arenas SET published = MAX(published, ?) WHERE prefix = ?"
 TAKE_EVENT = INSERT_EVENT.replace("INSERT", "INSERT OR IGNORE", 1)
 TAKE_GAMES = "INSERT OR IGNORE INTO games SELECT arena, game, MIN(id) FROM events WHERE id >= ? GROUP BY arena, game"
 HAS_GAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'games'"
@@ -101,7 +105,15 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
             "now": ev.now,
         }
     if isinstance(ev, Burn):
-        return {"type": "burn", "player": ev.player, "nonce": ev.nonce.hex(), "now": ev.now}
+        return {
+            "type": "burn",
+            "player": ev.player,
+            "nonce": ev.nonce.hex(),
+            "code": ev.code,
+            "now": ev.now,
+        }
+    if isinstance(ev, Extend):
+        return {"type": "extend", "seconds": ev.seconds, "now": ev.now}
     if isinstance(ev, Tick):
         return {"type": "tick", "now": ev.now}
     if isinstance(ev, Place):
@@ -113,6 +125,7 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
             "x": p.x,
             "y": p.y,
             "orientation": p.orientation.value,
+            "nonce": ev.nonce.hex() if ev.nonce is not None else None,
             "now": ev.now,
         }
     if isinstance(ev, Join):
@@ -145,11 +158,15 @@ def event_from_json(d: dict[str, Any]) -> Event:
         # v1 journals named no shooter (it was the current player) and no game.
         return Fire(d.get("shooter", ""), d["target"], d["x"], d["y"], d["turn"], d.get("game"), nonce, d["now"])
     if kind == "burn":
-        return Burn(d["player"], bytes.fromhex(d["nonce"]), d["now"])
+        return Burn(d["player"], bytes.fromhex(d["nonce"]), d["now"], d.get("code", ""))
+    if kind == "extend":
+        return Extend(d["seconds"], d["now"])
     if kind == "tick":
         return Tick(d["now"])
     if kind == "place":
-        return Place(d["name"], d["ship"], Placement(d["x"], d["y"], Orientation(d["orientation"])), d["now"])
+        nonce = bytes.fromhex(d["nonce"]) if d.get("nonce") else None
+        placement = Placement(d["x"], d["y"], Orientation(d["orientation"]))
+        return Place(d["name"], d["ship"], placement, d["now"], nonce)
     if kind == "join":
         return Join(d["name"], bytes.fromhex(d["key"]), d["now"])
     if kind == "close_lobby":
@@ -177,6 +194,25 @@ SPOOL_RESET_BYTES: Final = 1 << 20
 
 class StateInUse(OSError):
     """Another referee holds this state file."""
+
+
+class StoreFailure(OSError):
+    """The state file cannot be written (disk full, I/O error): the referee
+    must stop before it publishes anything that is not durable. Everything
+    durable before stays (the spool is never emptied after a failure), and a
+    referee started again once the fault is fixed continues from there."""
+
+
+def _failure(path: Path, exc: BaseException) -> StoreFailure:
+    """A readable reason for a write that failed."""
+    if isinstance(exc, OSError):
+        full, io = exc.errno in (errno.ENOSPC, errno.EDQUOT), exc.errno == errno.EIO
+    else:
+        # SQLite's primary result code is the low byte of the extended one.
+        code = getattr(exc, "sqlite_errorcode", -1) & 0xFF
+        full, io = code == sqlite3.SQLITE_FULL, code == sqlite3.SQLITE_IOERR
+    why = "the disk is full" if full else "an I/O error" if io else "an error"
+    return StoreFailure(f"cannot write the state file {path}: {why} ({exc}); nothing more is published")
 
 
 #: An event on its way into SQLite: (id, arena, game, journal text, nonce, starts its game).
@@ -242,8 +278,10 @@ class Store:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(events)")}
             if "nonce" not in columns:
                 self._db.execute("ALTER TABLE events ADD COLUMN nonce BLOB")
-            if "id_key" not in {row[1] for row in self._db.execute("PRAGMA table_info(arenas)")}:
-                self._db.execute("ALTER TABLE arenas ADD COLUMN id_key BLOB")
+            arena_columns = {row[1] for row in self._db.execute("PRAGMA table_info(arenas)")}
+            for column, decl in (("id_key", "BLOB"), ("published", "INTEGER NOT NULL DEFAULT 0"), ("lease", "TEXT")):
+                if column not in arena_columns:
+                    self._db.execute(f"ALTER TABLE arenas ADD COLUMN {column} {decl}")
             if self._db.execute(HAS_GAMES).fetchone() is None:
                 # A new file, or one from before the games table (which had an
                 # index instead, and AUTOINCREMENT ids: both kept working).
@@ -258,15 +296,26 @@ class Store:
                 self._take_unheld_spool()
             self._games = set(self._db.execute("SELECT arena, game FROM games").fetchall())
             self._next_id = int(self._db.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]) + 1
+            #: arena -> the published mark not yet written (see mark_published)
+            self._marks: dict[str, int] = {}
+        self._identity = self._identify()
 
     def close(self) -> None:
-        self.settle()
+        """Settle, close, and empty the spool, but only once all it held is in
+        SQLite and on disk: after a failure the spool keeps it for the next start."""
+        settled = False
+        with contextlib.suppress(StoreFailure):
+            self.settle()
+            settled = True
         with self._lock:
-            self._db.close()  # the last connection checkpoints the WAL into the file
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()  # the last connection checkpoints the WAL into the file
             if self._spool >= 0:
                 with self._spool_lock:
-                    self._sync_wal()  # left if a reader had the file open
-                    os.ftruncate(self._spool, 0)
+                    if settled and not self._pending:
+                        with contextlib.suppress(OSError):
+                            self._sync_wal()  # left if a reader had the file open
+                            os.ftruncate(self._spool, 0)
                     os.close(self._spool)  # and with it the lock
                     self._spool = -1
 
@@ -353,15 +402,17 @@ class Store:
 
     # -- the journal ----------------------------------------------------------------------
 
-    def record(self, arena: str, game_no: int, event: Event) -> None:
-        """Persist one accepted event (and its signature nonce), settled."""
-        self.record_many([(arena, game_no, event)])
+    def record(self, arena: str, game_no: int, event: Event) -> int:
+        """Persist one accepted event (and its signature nonce), settled; its id."""
+        last = self.record_many([(arena, game_no, event)])
         self.settle()
+        return last
 
-    def record_many(self, entries: list[tuple[str, int, Event]]) -> None:
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> int:
         """Persist accepted events: one append to the spool, after which they
         survive the process being killed. :meth:`settle` moves them into
-        SQLite (a referee calls it once the batch's results are out)."""
+        SQLite (a referee calls it once the batch's results are out).
+        The id of the last one."""
         if self._spool < 0:
             raise RuntimeError("a read-only store records nothing")
         with self._spool_lock:
@@ -372,7 +423,7 @@ class Store:
                 starts = game_key not in self._games
                 if starts:
                     self._games.add(game_key)
-                nonce = ev.nonce if isinstance(ev, (Fire, Burn)) else None
+                nonce = ev.nonce if isinstance(ev, (Fire, Burn, Place)) else None
                 row = (self._next_id, arena, game, event_text(ev), nonce, starts)
                 self._next_id += 1
                 rows.append(row)
@@ -380,10 +431,15 @@ class Store:
                 lines.append(spool_line(row, arena_json))
             data = "".join(lines).encode()
             view = memoryview(data)
-            while view:
-                view = view[os.write(self._spool, view) :]
+            try:
+                while view:
+                    view = view[os.write(self._spool, view) :]
+            except OSError as exc:
+                # A cut-off last line is dropped by whoever takes the spool in.
+                raise _failure(self._spool_path, exc) from exc
             self._spool_bytes += len(data)
             self._pending += rows
+            return self._next_id - 1
 
     @property
     def pending(self) -> int:
@@ -391,40 +447,116 @@ class Store:
         return len(self._pending)
 
     def settle(self) -> None:
-        """Move recorded events into SQLite: one commit for all of them."""
+        """Move recorded events into SQLite: one commit for all of them.
+        Raises StoreFailure when SQLite cannot write; the events stay pending
+        and in the spool."""
         with self._lock:
             with self._spool_lock:
-                rows, self._pending = self._pending, []
-            if not rows:
+                rows = list(self._pending)
+                marks, self._marks = self._marks, {}
+            if not rows and not marks:
                 return
             db = self._db
-            if len(rows) == 1 and not rows[0][5]:
-                # A lone event of a known game (a shot, one at a time): one
-                # statement is its own transaction, no BEGIN and COMMIT calls.
-                db.execute(INSERT_EVENT, rows[0][:5])
-            else:
-                db.execute("BEGIN")
-                try:
+            try:
+                if marks:
+                    db.execute("BEGIN")
+                    db.executemany(INSERT_EVENT, [r[:5] for r in rows])
+                    db.executemany(INSERT_GAME, [(r[1], r[2], r[0]) for r in rows if r[5]])
+                    db.executemany(SET_PUBLISHED, [(m, a) for a, m in marks.items()])
+                    db.execute("COMMIT")
+                elif len(rows) == 1 and not rows[0][5]:
+                    # A lone event of a known game (a shot, one at a time): one
+                    # statement is its own transaction, no BEGIN and COMMIT calls.
+                    db.execute(INSERT_EVENT, rows[0][:5])
+                else:
+                    db.execute("BEGIN")
                     db.executemany(INSERT_EVENT, [r[:5] for r in rows])
                     db.executemany(INSERT_GAME, [(r[1], r[2], r[0]) for r in rows if r[5]])
                     db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise  # they stay in the spool: the next start takes them in
+            except (sqlite3.Error, OSError) as exc:
+                if db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL does)
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                with self._spool_lock:
+                    for arena, mark in marks.items():
+                        self._marks[arena] = max(mark, self._marks.get(arena, 0))
+                raise _failure(self.path, exc) from exc
             with self._spool_lock:
+                # Only now are they SQLite's; more may have been recorded meanwhile.
+                del self._pending[: len(rows)]
                 if self._spool_bytes >= SPOOL_RESET_BYTES and not self._pending:
-                    self._sync_wal()
-                    os.ftruncate(self._spool, 0)
+                    try:
+                        self._sync_wal()
+                        os.ftruncate(self._spool, 0)
+                    except OSError as exc:
+                        raise _failure(self._spool_path, exc) from exc
                     self._spool_bytes = 0
 
     def current_game(self, arena: str) -> tuple[int, list[Event]]:
         """The number of the last game with events, and its events in order."""
+        game_no, rows = self.current_game_ids(arena)
+        return game_no, [ev for _id, ev in rows]
+
+    def current_game_ids(self, arena: str) -> tuple[int, list[tuple[int, Event]]]:
+        """The number of the last game with events, and its (id, event) pairs in order."""
         self.settle()
         with self._lock:
             row = self._db.execute("SELECT MAX(game) FROM games WHERE arena = ?", (arena,)).fetchone()
         if row[0] is None:
             return 1, []
-        return int(row[0]), self.events(arena, int(row[0]))
+        return int(row[0]), self.events_ids(arena, int(row[0]))
+
+    # -- what reached the broker, and who holds the arena --------------------------------
+
+    def mark_published(self, arena: str, event_id: int) -> None:
+        """The results of ``arena``'s events up to ``event_id`` reached the
+        broker. Written with the next settle: a mark that lags after a crash
+        only makes a restarted referee publish some results twice, which
+        clients take once (hits carry turn and shot; retained topics are states)."""
+        with self._spool_lock:
+            if event_id > self._marks.get(arena, 0):
+                self._marks[arena] = event_id
+
+    def published(self, arena: str) -> int:
+        """The id up to which ``arena``'s events had their results published."""
+        self.settle()
+        with self._lock:
+            row = self._db.execute("SELECT published FROM arenas WHERE prefix = ?", (arena,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def lease(self, arena: str) -> str | None:
+        """The lease this state file last held ``arena`` with."""
+        with self._lock:
+            row = self._db.execute("SELECT lease FROM arenas WHERE prefix = ?", (arena,)).fetchone()
+        return str(row[0]) if row and row[0] is not None else None
+
+    def set_lease(self, arena: str, lease: str) -> None:
+        try:
+            with self._lock:
+                self._db.execute("UPDATE arenas SET lease = ? WHERE prefix = ?", (lease, arena))
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from exc
+
+    # -- is the file still ours? ---------------------------------------------------------
+
+    def _identify(self) -> tuple[tuple[int, int], ...]:
+        """(device, inode) of the state file and the spool, as opened."""
+        paths = [self.path, self._spool_path] if self._spool >= 0 else [self.path]
+        return tuple((st.st_dev, st.st_ino) for st in (os.stat(p) for p in paths))
+
+    def check_intact(self) -> None:
+        """Raise StoreFailure when the state file or its spool was deleted or
+        replaced under this referee: what it writes from then on would be
+        lost, and a restart would not find the game."""
+        try:
+            now = self._identify()
+        except FileNotFoundError:
+            now = ()
+        if now != self._identity:
+            raise StoreFailure(
+                f"the state file {self.path} (or its spool) was deleted or replaced while the referee ran;"
+                " stopping: what it journals now would be lost"
+            )
 
     def config_before(self, arena: str, game_no: int) -> Config | None:
         """The settings of the last Configure event before game ``game_no``."""
@@ -453,11 +585,42 @@ class Store:
         return [(int(g), int(n)) for g, n in rows]
 
     def events(self, arena: str, game_no: int) -> list[Event]:
+        return [ev for _id, ev in self.events_ids(arena, game_no)]
+
+    def events_ids(self, arena: str, game_no: int) -> list[tuple[int, Event]]:
         self.settle()
         with self._lock:
             rows = self._db.execute(
-                f"SELECT e.event FROM games g JOIN events e ON {GAME_EVENTS}"
+                f"SELECT e.id, e.event FROM games g JOIN events e ON {GAME_EVENTS}"
                 " WHERE g.arena = ? AND g.game = ? ORDER BY e.id",
                 (arena, game_no),
             ).fetchall()
-        return [event_from_json(json.loads(r[0])) for r in rows]
+        return [(int(r[0]), event_from_json(json.loads(r[1]))) for r in rows]
+
+
+def backup(state: Path, out: Path) -> int:
+    """A consistent copy of ``state`` at ``out`` (see ``salvo journal backup``):
+    the spool as it is now (events spooled, maybe not yet settled), then
+    SQLite's online backup of the database (commits still in the WAL
+    included). In that order: an event settled and emptied out of the spool
+    meanwhile is in the database copy. The copy's next owner takes the spool
+    in (lines already in the database are skipped by id). The number of
+    events in the copy's database."""
+    if out.exists():
+        raise FileExistsError(f"{out} exists already")
+    spool = Path(f"{state}-spool")
+    spooled = spool.read_bytes() if spool.exists() else b""
+    source = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
+    os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    target = sqlite3.connect(out)
+    try:
+        source.backup(target)
+        events = int(target.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+    finally:
+        target.close()
+        source.close()
+    if spooled:
+        fd = os.open(f"{out}-spool", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(spooled)
+    return events

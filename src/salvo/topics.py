@@ -84,6 +84,9 @@ class Topics:
         self.pubkey = f"{self._game}/pubkey"
         #: (v2) the current game's random id, which every fire message signs
         self.game_id = f"{self._game}/id"
+        #: The referee's own: which referee process holds the arena (its
+        #: lease), so that a second one refuses to start (not public).
+        self.lease = f"{self._game}/lease"
         self.deadline = f"{self._game}/deadline"
         self.turn = f"{self._game}/turn"
         self.current = f"{self._game}/current"

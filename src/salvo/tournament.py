@@ -279,10 +279,19 @@ class Director:
                     log.info("round %d: %s vs %s carries on in arena %s", round_no, *pair, arena)
         return adopted
 
-    def run(self) -> list[Row]:
+    def adopt(self) -> dict[str, tuple[int, tuple[str, str]]]:
+        """The games a restarted director carries on, with their teams let into
+        their arenas at once: call before the referee takes messages, so that
+        a join the broker delivers again right after the restart is admitted."""
+        adopted = self._adopt()
+        for arena, (_round, pair) in adopted.items():
+            self.roster[arena] = set(pair)
+        return adopted
+
+    def run(self, adopted: dict[str, tuple[int, tuple[str, str]]] | None = None) -> list[Row]:
         self.publish_standings()
         busy: dict[str, threading.Thread] = {}
-        adopted = self._adopt()
+        adopted = self.adopt() if adopted is None else adopted
         for arena, (round_no, pair) in adopted.items():
             busy[arena] = threading.Thread(target=self.play, args=(arena, round_no, pair, True), daemon=True)
             busy[arena].start()

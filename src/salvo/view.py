@@ -81,6 +81,8 @@ class View:
     pubkey: str | None = None
     #: /game/id: the id every fire message of this game must sign
     game_id: str | None = None
+    #: /game/server says "up"
+    referee_up: bool = False
     game: int = 0  # counts resets seen, so waiters can tell games apart
 
     # -- queries -------------------------------------------------------------
@@ -257,6 +259,13 @@ class GameOver:
 
 
 @dataclass(frozen=True, slots=True)
+class RefereePresence:
+    """``/game/server`` changed: the referee is ``up`` or ``down``."""
+
+    up: bool
+
+
+@dataclass(frozen=True, slots=True)
 class StatsPublished:
     name: str | None  # None: the summary
 
@@ -273,6 +282,7 @@ GameEvent = (
     | ErrorReported
     | GameOver
     | StatsPublished
+    | RefereePresence
 )
 
 
@@ -294,6 +304,7 @@ class Observer:
             topics.stats_summary: self._summary,
             topics.deadline: self._deadline,
             topics.pubkey: self._pubkey,
+            topics.server: self._server,
             topics.game_id: self._game_id,
             topics.hit(me): self._hit,
             topics.player_error(me): self._error,
@@ -331,7 +342,7 @@ class Observer:
             return None
         if text == "lobby" and v.state in ("over", "turn"):
             # The new game's id comes just before its lobby: keep it.
-            fresh = View(v.me, pubkey=v.pubkey, game_id=v.game_id, game=v.game + 1)
+            fresh = View(v.me, pubkey=v.pubkey, game_id=v.game_id, referee_up=v.referee_up, game=v.game + 1)
             v.__dict__.update(fresh.__dict__)
         v.state = text
         return StateChanged(text)
@@ -384,6 +395,13 @@ class Observer:
     def _deadline(self, text: str) -> GameEvent | None:
         self.view.deadline = wire.Deadline.model_validate_json(text) if text else None
         return None
+
+    def _server(self, text: str) -> GameEvent | None:
+        up = text == "up"
+        if up == self.view.referee_up:
+            return None
+        self.view.referee_up = up
+        return RefereePresence(up)
 
     def _pubkey(self, text: str) -> GameEvent | None:
         self.view.pubkey = text or None

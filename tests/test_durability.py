@@ -1,0 +1,237 @@
+"""Nothing acknowledged is lost, without a broker: the state file under a
+full disk, a vanished or replaced file, a backup, what a restarted referee
+publishes again, who may take an arena, placements delivered again, turns
+given back the time the referee was cut off. The same faults injected into
+real processes are in test_faults.py."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+from nacl.public import PrivateKey
+
+from salvo import crypto
+from salvo.engine import Config, Extend, Phase, Place, Tick
+from salvo.ownership import Lease, Sighting, verdict
+from salvo.protocol import Record
+from salvo.referee import make_arenas
+from salvo.store import Store, StoreFailure, backup
+
+from kit import COLUMNS, ROWS, ArenaDriver, Driver
+
+CONFIG = Config(placement_timeout=60, turn_timeout=30, reset_after=100)
+
+
+# -- the state file ---------------------------------------------------------------------
+
+
+def full_database(store: Store) -> None:
+    """Make SQLite's file unable to grow, as on a full disk (SQLITE_FULL)."""
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def ticks(n: int, start: float = 1.0) -> list[tuple[str, int, Tick]]:
+    return [("a", 1, Tick(start + i)) for i in range(n)]
+
+
+def test_a_commit_that_fails_keeps_every_event_and_says_the_disk_is_full(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    store.add_arena("a", "1/a", CONFIG, bytes(32))
+    full_database(store)
+    store.record_many([("a", 1, Tick(0.5))])
+    store.record_many([("a", 1, Tick(1.0 + i)) for i in range(400)])  # more than the file can take
+    with pytest.raises(StoreFailure, match="the disk is full"):
+        store.settle()
+    assert store.pending == 401  # nothing dropped before it was written
+    assert not store._db.in_transaction
+    store.close()  # after a failure the spool is kept for the next start
+    assert Path(f"{tmp_path / 'state.db'}-spool").stat().st_size > 0
+    again = Store(tmp_path / "state.db")  # space freed: the next start takes the spool in
+    assert again.events("a", 1) == [Tick(0.5), *(Tick(1.0 + i) for i in range(400))]
+    again.close()
+
+
+def test_a_spool_write_that_fails_is_a_store_failure_and_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "state.db")
+    store.record_many(ticks(2))
+
+    def no_space(_fd: int, _data: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", no_space)
+    with pytest.raises(StoreFailure, match=r"state.db-spool: the disk is full"):
+        store.record_many(ticks(3, 10.0))
+    monkeypatch.undo()
+    assert store.pending == 2
+    store.settle()
+    assert store.events("a", 1) == [Tick(1.0), Tick(2.0)]
+    store.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced", "spool deleted"])
+def test_a_state_file_deleted_or_replaced_under_the_referee_is_noticed(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.check_intact()
+    if how == "deleted":
+        path.unlink()
+    elif how == "replaced":
+        other = tmp_path / "other.db"
+        other.write_bytes(path.read_bytes())
+        os.replace(other, path)
+    else:
+        Path(f"{path}-spool").unlink()
+    with pytest.raises(StoreFailure, match="deleted or replaced"):
+        store.check_intact()
+    store.close()
+
+
+def test_a_backup_of_a_live_state_file_holds_every_event(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.add_arena("a", "1/a", CONFIG, bytes(32))
+    store.record_many(ticks(3))
+    store.settle()  # in SQLite (its WAL)
+    store.record_many(ticks(2, 10.0))  # only spooled
+    assert backup(path, tmp_path / "copy.db") == 3
+    store.close()
+    copy = Store(tmp_path / "copy.db")
+    assert copy.events("a", 1) == [Tick(1.0), Tick(2.0), Tick(3.0), Tick(10.0), Tick(11.0)]
+    assert copy.arena("a") is not None
+    copy.close()
+
+
+# -- a restart publishes what the broker never acknowledged ------------------------------------
+
+
+def test_a_restarted_referee_publishes_again_what_was_never_acknowledged(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = arena.game, arena  # drive the journaled arena
+    for name in ("alice", "bob"):
+        d.join(name)
+    d.place("alice", ROWS)
+    d.place("bob", COLUMNS)
+    last = 0
+    for event in d.records:
+        last = store.record_many([("p", 1, event)])
+    store.mark_published("p", last)  # everything so far reached the broker
+    published = list(d.published)
+    me = d.game.current
+    assert me is not None
+    target = "bob" if me == "alice" else "alice"
+    d.records.clear()
+    out = d.fire(me, target, 9, 9) + d.fire(me, target, 8, 9)
+    for event in d.records:
+        store.record_many([("p", 1, event)])  # journaled, then the referee died: never acknowledged
+    store.close()
+
+    again = Store(tmp_path / "state.db")
+    (back,) = make_arenas(["p"], CONFIG, 3, key, again)
+    assert back.backlog == out and back.backlog_to == last + 2
+    assert all(p not in back.backlog for p in published if not p.retain)
+    assert back.game.snapshot() == d.game.snapshot()
+    again.close()
+
+
+# -- who may take an arena -------------------------------------------------------------------
+
+
+MINE = Lease("aaaa", 1.0, "here")
+THEIRS = Lease("bbbb", 2.0, "there")
+
+
+@pytest.mark.parametrize(
+    ("seen", "allowed"),
+    [
+        (Sighting(), True),  # a broker that holds nothing
+        (Sighting(server="down", lease=THEIRS, state="turn", game_id="g1", players=["a", "b"]), True),
+        (Sighting(server="up", lease=THEIRS, state="lobby", game_id="g1"), False),  # a live referee
+        (Sighting(server="up", lease=None, state="lobby"), False),  # a live referee of an older version
+        (Sighting(server="up", lease=MINE, state="turn", game_id="g1", players=["a"]), True),  # my last run
+        (Sighting(server="down", state="turn", game_id="zz", players=["a", "b"]), False),  # a game I do not hold
+        (Sighting(server="down", state="over", game_id="zz"), False),  # its results not yet reset
+        (Sighting(server="down", state="lobby", game_id="zz", players=["a"]), False),  # somebody joined
+        (Sighting(server="down", state="lobby", game_id="zz", players=[]), True),  # an empty lobby
+    ],
+)
+def test_who_may_take_an_arena(seen: Sighting, allowed: bool) -> None:
+    why = verdict("p", seen, last_lease=MINE, game_id="g1", has_events=True, fresh=False)
+    assert (why is None) == allowed, why
+
+
+def test_a_foreign_game_is_taken_only_on_purpose_and_a_live_referee_never() -> None:
+    foreign = Sighting(server="down", state="turn", game_id="zz", players=["a", "b"])
+    why = verdict("p", foreign, last_lease=None, game_id="g1", has_events=False, fresh=False)
+    assert why is not None and "--fresh" in why and "zz" in why
+    assert verdict("p", foreign, last_lease=None, game_id="g1", has_events=False, fresh=True) is None
+    live = Sighting(server="up", lease=THEIRS)
+    assert verdict("p", live, last_lease=MINE, game_id="g1", has_events=True, fresh=True) is not None
+    # a referee from before game ids left no /game/id: the game is this state file's own
+    v1 = Sighting(server="down", state="turn", players=["a", "b"])
+    assert verdict("p", v1, last_lease=None, game_id="g1", has_events=True, fresh=False) is None
+    assert Lease.parse(MINE.text()) == MINE and Lease.parse("nonsense") is None
+
+
+# -- placements delivered again, and time given back ----------------------------------------------
+
+
+def test_a_placement_delivered_again_is_ignored_in_silence_even_after_the_start() -> None:
+    d = ArenaDriver()
+    d.join("alice")
+    d.join("bob")
+    body = json.dumps({"coordinates": "0;0", "orientation": "HORIZONTAL"})
+    sealed = crypto.seal(d.key("alice"), body)
+    assert [p.topic for p in d.send(d.t.place("alice", "carrier"), sealed)] == [d.t.approved("alice", "carrier")]
+    assert d.send(d.t.place("alice", "carrier"), sealed) == []  # delivered again: nothing, no error
+    rest = {s: p for s, p in ROWS.items() if s != "carrier"}
+    d.place("alice", rest)
+    d.place("bob", COLUMNS)
+    assert d.game.phase is Phase.TURN
+    assert d.send(d.t.place("alice", "carrier"), sealed) == []  # not "not in the lobby"
+    records = list(d.records)
+    assert sum(isinstance(r, Place) and r.ship == "carrier" and r.name == "alice" for r in records) == 1
+
+
+def test_the_time_the_referee_was_cut_off_is_given_back_to_the_turn() -> None:
+    d = Driver(turn_timeout=30)
+    d.start({"a": ROWS, "b": COLUMNS})
+    deadline = d.game.next_deadline()
+    assert deadline is not None
+    out = d.ok(Extend(4.5, d.now))
+    assert d.game.next_deadline() == pytest.approx(deadline + 4.5)
+    assert [json.loads(p.payload) for p in out] == [{"phase": "turn", "at": round(deadline + 4.5, 3)}]
+    d.tick(30)  # the old deadline passes: the turn goes on
+    assert d.game.turn == 1
+    d.tick(4.5)
+    assert d.game.turn == 2
+    d2 = Driver()
+    assert d2.ok(Extend(3.0, d2.now)) == []  # nothing running: nothing to extend
+
+
+def test_an_extension_is_journaled_like_every_event(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = arena.game, arena
+    d.join("alice")
+    effects = arena.extend(2.0, d.now)
+    (record,) = [e for e in effects if isinstance(e, Record)]
+    assert record.event == Extend(2.0, d.now)
+    for event in [*d.records, record.event]:  # as the referee journals them
+        store.record("p", 1, event)
+    store.close()
+    again = Store(tmp_path / "state.db")
+    (back,) = make_arenas(["p"], CONFIG, 3, key, again)
+    assert back.game.next_deadline() == pytest.approx(d.now + CONFIG.placement_timeout + 2.0)
+    again.close()
