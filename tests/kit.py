@@ -3,6 +3,7 @@ the protocol layer driven without a broker."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -257,3 +258,15 @@ class ArenaDriver:
     def errors(self, out: list[Publish]) -> dict[str, dict[str, Any]]:
         """The error reports among ``out``, by the topic they went to."""
         return {p.topic: json.loads(p.payload) for p in out if p.topic.endswith(("/error", "/errors"))}
+
+
+def spent(game: Game) -> dict[tuple[str, bytes], str | bool]:
+    """Every spent nonce of the game, by (player, nonce)."""
+    return {(name, n): v for name, p in game.players.items() for n, v in p.nonces.items()}
+
+
+def without_spent(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A game snapshot without what a rejected but authentic signature leaves
+    behind: its spent nonce and the count of them."""
+    players = {name: dataclasses.replace(p, burned=0, nonces={}) for name, p in snapshot["players"].items()}
+    return {**snapshot, "players": players}

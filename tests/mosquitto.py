@@ -53,22 +53,22 @@ def render_config(
     persistence: bool = True,
 ) -> str:
     text = (ROOT / "mosquitto.conf").read_text()
-    subs = {
-        r"^password_file .*$": f"password_file {passwd}",
-        r"^acl_file .*$": f"acl_file {acl}",
-        r"^persistence_location .*$": f"persistence_location {workdir}/",
-        r"^persistence .*$": f"persistence {'true' if persistence else 'false'}",
-        r"^listener 1883 127\.0\.0\.1$": f"listener {port} 127.0.0.1",
+    subs = {  # each line's pattern, its replacement, and how often it must match
+        r"^password_file .*$": (f"password_file {passwd}", 2),  # one per listener
+        r"^acl_file .*$": (f"acl_file {acl}", 2),
+        r"^persistence_location .*$": (f"persistence_location {workdir}/", 1),
+        r"^persistence .*$": (f"persistence {'true' if persistence else 'false'}", 1),
+        r"^listener 1883 127\.0\.0\.1$": (f"listener {port} 127.0.0.1", 1),
         # The venue's TLS listener, kept on this machine's loopback here.
-        r"^listener 8883$": f"listener {tls_port} 127.0.0.1",
-        r"^cafile .*$": f"cafile {tls_dir / CA_CERT}",
-        r"^certfile .*$": f"certfile {tls_dir / SERVER_CERT}",
-        r"^keyfile .*$": f"keyfile {tls_dir / SERVER_KEY}",
-        r"^log_dest .*$": f"log_dest file {workdir}/mosquitto.log",
+        r"^listener 8883$": (f"listener {tls_port} 127.0.0.1", 1),
+        r"^cafile .*$": (f"cafile {tls_dir / CA_CERT}", 1),
+        r"^certfile .*$": (f"certfile {tls_dir / SERVER_CERT}", 1),
+        r"^keyfile .*$": (f"keyfile {tls_dir / SERVER_KEY}", 1),
+        r"^log_dest .*$": (f"log_dest file {workdir}/mosquitto.log", 1),
     }
-    for pattern, repl in subs.items():
+    for pattern, (repl, count) in subs.items():
         text, n = re.subn(pattern, repl, text, flags=re.MULTILINE)
-        assert n == 1, f"mosquitto.conf no longer has one line matching {pattern}"
+        assert n == count, f"mosquitto.conf no longer has {count} line(s) matching {pattern}"
     if os.geteuid() == 0:
         # As root mosquitto drops to user "mosquitto", which cannot read our files.
         text += f"\nuser {getpass.getuser()}\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from salvo.teams import render_acl, write_acl_from_passwd
+from salvo.teams import acl_arenas, render_acl, write_acl_from_passwd
 
 from mosquitto import ROOT, Mosquitto, write_passwords
 from mqttkit import Recorder, wait_until
@@ -195,4 +195,30 @@ def test_logins_added_by_hand_get_their_rights_from_teams_acl(tmp_path: Path) ->
         for rec in (alice, referee):
             if rec is not None:
                 rec.close()
+        mosq.stop()
+
+
+def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(tmp_path: Path) -> None:
+    """With the arenas named (salvo teams acl --arenas), a team cannot leave
+    retained junk where no referee reads and clears it, nor under /tournament."""
+    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw", "alice": "alice-pw"})
+    assert write_acl_from_passwd(mosq.passwd, mosq.acl, ["arena1"]) == (mosq.acl, [])
+    assert acl_arenas(mosq.acl) == ["arena1"]
+    write_acl_from_passwd(mosq.passwd, mosq.acl)  # later commands keep the arenas
+    assert acl_arenas(mosq.acl) == ["arena1"]
+    mosq.start()
+    alice = Recorder(mosq, "alice", [])
+    try:
+        for topic in ("/arena1/players/bob/fire", "/players/bob/fire", "/arena1/game/request_participation"):
+            assert alice.publish(topic, "x") < 0x80, topic
+        assert alice.publish("/arena1/players/alice/ships/carrier/place", "x") < 0x80
+        for topic in (
+            "/junk/players/bob/fire",
+            "/tournament/players/x/fire",
+            "/junk/game/request_participation",
+            "/junk/players/alice/ships/carrier/place",
+        ):
+            assert alice.publish(topic, "x" * 1000, retain=True) == NOT_AUTHORIZED, topic
+    finally:
+        alice.close()
         mosq.stop()

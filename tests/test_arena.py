@@ -5,19 +5,20 @@ goes."""
 
 from __future__ import annotations
 
-import dataclasses
+import base64
 import json
 from collections.abc import Callable
-from typing import Any
 
 import pytest
+from nacl.secret import SecretBox
 
 from salvo import crypto
-from salvo.engine import Burn, Fire, Join, Phase, Publish, Tick
+from salvo.engine import PLACEMENTS_CAP, Burn, Fire, Join, Phase, Publish, Tick
 from salvo.errors import Code, Illegal
 from salvo.protocol import WRONG_SECRET_COOLDOWN_S, DeriveKey
+from salvo.rules import Orientation, Placement
 
-from kit import COLUMNS, ROWS, ArenaDriver, all_cells
+from kit import COLUMNS, ROWS, ArenaDriver, all_cells, spent, without_spent
 
 FLEETS = {"alice": ROWS, "bob": COLUMNS, "carol": ROWS}
 
@@ -70,24 +71,18 @@ def test_a_rejected_fire_is_reported_to_its_sender_and_only_there() -> None:
     assert isinstance(burn, Burn) and burn.player == other
     # the only trace: its nonce is spent for the game
     assert burn.code == "not_current_player"
-    assert d.game.nonce_seen(burn.nonce) is False and d.game.players[other].burned == 1
+    assert d.game.nonce_seen(other, burn.nonce) is False and d.game.players[other].burned == 1
     assert without_spent(d.game.snapshot()) == without_spent(before)
-
-
-def without_spent(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """A game snapshot without what a rejected but authentic signature leaves."""
-    players = {name: dataclasses.replace(p, burned=0) for name, p in snapshot["players"].items()}
-    return {**snapshot, "nonces": None, "players": players}
 
 
 def test_a_signature_no_player_can_open_goes_to_game_errors_and_spends_nothing() -> None:
     d = playing()
     target = others(d)[0]
     forged = crypto.sign(crypto.derive_team_key("mallory", "m"), {"x": 1, "y": 1, "target": target})
-    nonces = dict(d.game.nonces)
+    nonces = spent(d.game)
     report = d.errors(d.send(d.t.fire(target), json.dumps(forged)))[d.t.errors]
     assert report["code"] == "bad_signature" and "does not open" in report["error"]
-    assert d.records == [] and d.game.nonces == nonces
+    assert d.records == [] and spent(d.game) == nonces
 
 
 @pytest.mark.parametrize(
@@ -199,6 +194,22 @@ def test_an_accepted_shot_sent_on_at_another_target_is_a_replay() -> None:
     assert d.game.fired == 1
 
 
+def test_nobody_can_spend_another_players_nonces() -> None:
+    """A nonce is unique under one key only: one a team might use next (a
+    counter is a valid choice) spent under another team's key stays usable."""
+    d = playing()
+    me, other = d.game.current, others(d)[0]
+    assert me is not None
+    x, y = water(d, other)
+    mine = d.signed_fire(me, other, x, y)
+    nonce = base64.b64decode(json.loads(mine)["signature"])[:24]
+    box = SecretBox(d.key(other)).encrypt(b"garbage", nonce)  # the same nonce under the other key
+    before = spent(d.game)
+    d.send(d.t.fire(other), json.dumps({"data": "garbage", "signature": base64.b64encode(bytes(box)).decode()}))
+    assert spent(d.game) == {**before, (other, nonce): False}
+    assert [p.topic for p in d.send(d.t.fire(other), mine)] == [d.t.hit(other)]
+
+
 def test_nonces_are_per_game_so_memory_stays_flat() -> None:
     d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
     sizes = []
@@ -211,10 +222,10 @@ def test_nonces_are_per_game_so_memory_stays_flat() -> None:
             tgt = "bob" if cur == "alice" else "alice"
             for _ in range(d.game.allowed):
                 d.fire(cur, tgt, *(todo[tgt].pop() if todo[tgt] else water(d, tgt)))
-        sizes.append(len(d.game.nonces))
+        sizes.append(len(spent(d.game)))
         d.now += 2
         d.run(d.arena.on_tick(d.now))
-        assert d.game.nonces == {} and d.game.phase is Phase.LOBBY
+        assert spent(d.game) == {} and d.game.phase is Phase.LOBBY
     assert sizes[0] > 0
 
 
@@ -350,3 +361,19 @@ def test_left_out_squatters_free_the_lobby_at_the_deadline() -> None:
     assert isinstance(d.records[-1], Tick) and d.game.players == {}
     d.join("ada")
     assert list(d.game.players) == ["ada"]
+
+
+def test_a_placement_that_changes_nothing_is_not_journaled_and_moves_are_capped() -> None:
+    d = ArenaDriver()
+    d.join("alice")
+    d.records.clear()
+    d.place("alice", {"carrier": ROWS["carrier"]})
+    again = d.place("alice", {"carrier": ROWS["carrier"]})  # freshly sealed, same place
+    assert [(p.topic, p.payload, p.retain) for p in again] == [(d.t.approved("alice", "carrier"), "true", True)]
+    assert len(d.records) == 1  # approved again, as any valid placement is; nothing journaled
+    spots = [Placement(0, y, Orientation.HORIZONTAL) for y in range(10)]
+    for i in range(PLACEMENTS_CAP - 1):  # the first placement counts too
+        d.place("alice", {"carrier": spots[(i + 1) % 10]})
+    out = d.place("alice", {"carrier": spots[0]})
+    report = d.errors(out)[d.t.ship_error("alice", "carrier")]
+    assert report["code"] == "too_many" and len(d.records) == PLACEMENTS_CAP

@@ -25,8 +25,9 @@ import pytest
 
 from salvo import crypto
 from salvo.client import SalvoClient
+from salvo.engine import Config
 from salvo.mqtt import Broker, new_client
-from salvo.referee import REJECT_LINES, Referee
+from salvo.referee import REJECT_LINES, Referee, make_arenas
 from salvo.stress import RefereeProcess
 from salvo.teams import Registry, add_team
 
@@ -539,3 +540,78 @@ def _no_secret_leaks(watcher: Recorder) -> Iterator[None]:
     for m in watcher.messages:
         if not m.topic.endswith("/request_participation"):
             assert b"-secret-for-tests" not in m.payload, m
+
+
+# -- a flood that overflows the referee's queue at the broker ----------------------------------
+
+
+def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_turn(tmp_path: Path) -> None:
+    """The review's flood: so much QoS 1 garbage on a fire topic during
+    alice's turn that mosquitto's queue for the referee overflows and the
+    broker drops messages, alice's acknowledged shots among them. The turn's
+    clock stops while the arena is flooded, and alice's SDK sends its
+    unresolved salvo again: when the flood is over, every shot counts."""
+    mosq = Mosquitto(tmp_path / "broker")
+    mosq.start()
+    prefix = "flooded"
+    P = f"/{prefix}"
+    key = crypto.load_or_create_referee_key(tmp_path / "k")
+    ref = Referee(
+        make_arenas([prefix], Config(turn_timeout=3, max_missed_turns=1), 2, key),
+        Broker.from_url(mosq.url("referee")),
+        client_id="flood-ref",
+    )
+    ref.start()
+    watch = Recorder(mosq, "referee", [f"{P}/game/#"])
+    alice = SalvoClient("alice", "alice-secret-for-tests", mosq.url("alice"), prefix=prefix)
+    bob = Team(mosq, prefix, "bob")
+    stop = threading.Event()
+    try:
+        assert ref.wait_connected(10)
+        alice.connect()
+        alice.join()
+        bob.join()
+        watch.wait(lambda m: m.topic == f"{P}/game/state")  # (and bob's key derived:)
+        wait_until(lambda: "bob" in alice.view.players, what="bob joined")
+        alice.place_fleet(ROWS)
+        bob.place_fleet(COLUMNS)
+        # bob passes his turns (one missed turn drops a player: he fires water)
+        turn = alice.wait_my_turn(timeout=20)
+        while turn is None or alice.view.current != "alice":
+            turn = alice.wait_my_turn(timeout=20)
+
+        def flood() -> None:
+            mallory = new_client(Broker.from_url(mosq.url("mallory")), f"flood-{uuid.uuid4().hex[:6]}")
+            mallory.max_inflight_messages_set(0)  # no limit: as fast as the wire goes
+            mallory.max_queued_messages_set(0)
+            mallory.connect("127.0.0.1", mosq.port)
+            mallory.loop_start()
+            sent = 0
+            while not stop.is_set():
+                mallory.publish(f"{P}/players/bob/fire", b"garbage %d" % sent, qos=1)
+                sent += 1
+            mallory.disconnect()
+            mallory.loop_stop()
+
+        mark = watch.mark()
+        flooder = threading.Thread(target=flood, daemon=True)
+        flooder.start()
+        wait_until(lambda: "are being dropped" in mosq.log(), timeout=30, what="the broker dropping messages")
+        cells = all_cells(COLUMNS)[: turn.shots]
+        alice.fire_salvo([("bob", x, y) for x, y in cells])  # into the flood: lost at the broker
+        time.sleep(0.5)
+        stop.set()
+        flooder.join(30)
+        salvo = watch.wait(
+            lambda m: m.topic == f"{P}/game/salvo" and m.json()["player"] == "alice", after=mark, timeout=60
+        ).json()
+        assert salvo["shots"] == turn.shots and salvo["hits"] == turn.shots  # every shot counted
+        extended = [m for m in watch.since(mark) if m.topic == f"{P}/game/deadline"]
+        assert extended, "the turn's clock never stopped for the flood"
+    finally:
+        stop.set()
+        alice.close()
+        bob.close()
+        watch.close()
+        ref.stop()
+        mosq.stop()

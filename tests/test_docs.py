@@ -218,3 +218,33 @@ def test_play_a_game_by_hand_as_documented(
         for team in [*namespace.get("teams", {}).values(), namespace.get("impostor")]:
             if team is not None:
                 team.close()
+
+
+# -- every test the documents name exists ---------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parent.parent
+_REF = re.compile(r"(?:tests/)?(test_\w+\.py)?::(test_\w+)|(test_\w+\.py)\b")
+
+
+def _named_tests() -> list[tuple[str, str, str]]:
+    """(document, test file, test name) of every ``file::name`` and of every
+    ``::name`` after it (the file named last) in the README and docs/."""
+    found = []
+    for doc in [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]:
+        last = ""
+        for m in _REF.finditer(doc.read_text()):
+            last = m.group(1) or m.group(3) or last
+            if m.group(2):
+                found.append((doc.name, last, m.group(2)))
+    return found
+
+
+def test_every_test_the_documents_name_exists() -> None:
+    refs = _named_tests()
+    assert len(refs) > 40  # the pattern still finds them
+    missing = []
+    for doc, file, name in refs:
+        path = _ROOT / "tests" / file
+        if not file or not path.exists() or not re.search(rf"^(async )?def {name}\(", path.read_text(), re.M):
+            missing.append(f"{doc}: {file or '?'}::{name}")
+    assert missing == []

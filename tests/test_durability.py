@@ -15,11 +15,11 @@ import pytest
 from nacl.public import PrivateKey
 
 from salvo import crypto
-from salvo.engine import Config, Extend, Phase, Place, Tick
+from salvo.engine import Abandon, Config, Extend, Phase, Place, Tick
 from salvo.ownership import Lease, Sighting, verdict
 from salvo.protocol import Record
 from salvo.referee import make_arenas
-from salvo.store import Store, StoreFailure, backup
+from salvo.store import Store, StoreDamaged, StoreFailure, backup, set_aside
 
 from kit import COLUMNS, ROWS, ArenaDriver, Driver
 
@@ -93,6 +93,81 @@ def test_a_state_file_deleted_or_replaced_under_the_referee_is_noticed(tmp_path:
     store.close()
 
 
+def test_a_state_file_emptied_under_the_referee_is_noticed_and_refused_at_the_next_start(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.add_arena("a", "1/a", CONFIG, bytes(32))
+    store.checkpoint()  # the tables in the file itself, as after any start
+    store.record_many(ticks(3))
+    os.truncate(path, 0)
+    with pytest.raises(StoreDamaged, match="empty"):
+        store.check_intact()
+    store.close()  # the spool, which holds the events, is kept
+    with pytest.raises(StoreDamaged, match=str(path)):
+        Store(path)
+    assert Path(f"{path}-spool").stat().st_size > 0
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 100])
+def test_a_damaged_state_file_is_refused_and_can_only_be_set_aside(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.record_many(ticks(2))
+    store.settle()
+    store.close()
+    Path(f"{path}-spool").write_bytes(b'1\t"a"\t1\t-\t{}\n')  # something a referee left
+    path.write_bytes(content)
+    with pytest.raises(StoreDamaged, match=str(path)):
+        Store(path)
+    assert path.read_bytes() == content  # refused: untouched
+    moved = set_aside(path, "T")
+    assert sorted(p.name for p in moved) == ["state.db.damaged-T", "state.db.damaged-T-spool"]
+    Store(path).close()  # a new one now
+
+
+def test_a_lost_wal_loses_no_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spool is emptied only after a checkpoint put its events into the
+    file itself: the file and the spool together always hold every event."""
+    monkeypatch.setattr("salvo.store.SPOOL_RESET_BYTES", 1)
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.add_arena("a", "1/a", CONFIG, bytes(32))
+    store.record_many(ticks(3))
+    store.settle()  # the spool is emptied here
+    store.record_many(ticks(2, 10.0))  # only in the spool
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("state.db", "state.db-spool"):  # a kill -9, then the -wal deleted
+        (copy / name).write_bytes((tmp_path / name).read_bytes())
+    store.close()
+    again = Store(copy / "state.db")
+    assert again.events("a", 1) == [Tick(1.0), Tick(2.0), Tick(3.0), Tick(10.0), Tick(11.0)]
+    assert again.arena("a") is not None
+    again.close()
+
+
+def test_an_abandoned_game_is_journaled_and_replays(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = arena.game, arena
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    old = arena.game.game_id
+    effects = arena.abandon("on purpose", 5.0)
+    records = [e for e in effects if isinstance(e, Record)]
+    assert [type(r.event) for r in records] == [Abandon] and arena.game.phase is Phase.LOBBY
+    assert arena.game.game_id != old and not arena.game.players
+    assert arena.abandon("again", 6.0) == []  # an untouched lobby stays as it is
+    for event in [*d.records, *(r.event for r in records)]:
+        store.record_many([("p", 1, event)])
+    store.close()
+    again = Store(tmp_path / "state.db")
+    (back,) = make_arenas(["p"], CONFIG, 3, key, again)
+    assert back.game.phase is Phase.LOBBY and back.game.game_id == arena.game.game_id
+    again.close()
+
+
 def test_a_backup_of_a_live_state_file_holds_every_event(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = Store(path)
@@ -140,6 +215,25 @@ def test_a_restarted_referee_publishes_again_what_was_never_acknowledged(tmp_pat
     assert back.backlog == out and back.backlog_to == last + 2
     assert all(p not in back.backlog for p in published if not p.retain)
     assert back.game.snapshot() == d.game.snapshot()
+    again.close()
+
+
+def test_what_is_published_again_never_sends_a_retained_topic_back_in_time(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = arena.game, arena
+    for name in ("alice", "bob"):
+        d.join(name)
+    for event in d.records:
+        store.record_many([("p", 1, event)])  # both joins journaled, neither published
+    store.close()
+
+    again = Store(tmp_path / "state.db")
+    (back,) = make_arenas(["p"], CONFIG, 3, key, again)
+    lists = [p.payload for p in back.backlog if p.topic.endswith("/players/list")]
+    assert lists == ['["alice","bob"]']  # not ["alice"] first: the lobby never shrinks
     again.close()
 
 

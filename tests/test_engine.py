@@ -12,7 +12,7 @@ from salvo.engine import BURN_CAP, Accepted, Burn, CloseLobby, Config, Game, Joi
 from salvo.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
 from salvo.topics import Topics
 
-from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, topics_of
+from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, spent, topics_of
 
 
 def payloads(effects: list[Publish], topic: str) -> list[str]:
@@ -579,14 +579,15 @@ def test_left_out_player_is_not_a_target() -> None:
 def test_a_burned_nonce_is_spent_for_the_game_and_capped_per_player() -> None:
     d = started()
     me, tgt = d.cur, other(d)
-    assert d.ok(Burn(tgt, b"b" * 24, d.now, "wrong_turn")) == []  # no effects: only the memory
-    assert d.game.nonce_seen(b"b" * 24) is False
+    assert d.ok(Burn(me, b"b" * 24, d.now, "wrong_turn")) == []  # no effects: only the memory
+    assert d.game.nonce_seen(me, b"b" * 24) is False
     d.rejected(d.shot(tgt, 0, 0, nonce_=b"b" * 24), "replayed", code="replayed")
-    d.rejected(Burn(tgt, b"b" * 24, d.now), code="replayed")
+    d.rejected(Burn(me, b"b" * 24, d.now), code="replayed")
+    d.ok(Burn(tgt, b"b" * 24, d.now))  # the same bytes under another key: another nonce
     d.fire(tgt, 9, 9)
-    (shot_nonce,) = [n for n, seen in d.game.nonces.items() if seen]
-    assert d.game.nonce_seen(shot_nonce) == tgt  # taken, on its target's topic
-    for i in range(BURN_CAP):
+    (shot_nonce,) = [n for (_p, n), seen in spent(d.game).items() if seen]
+    assert d.game.nonce_seen(me, shot_nonce) == tgt  # taken, on its target's topic
+    for i in range(BURN_CAP - 1):  # (one is spent above)
         d.ok(Burn(me, b"z" + i.to_bytes(23, "big"), d.now))
     d.rejected(Burn(me, b"x" * 24, d.now), code="busy")  # over the cap: not kept
     d.rejected(Burn("nobody", b"y" * 24, d.now), code="unknown_target")
@@ -619,7 +620,7 @@ def test_reset_after_over_clears_every_retained_topic_forgets_nonces_and_draws_a
     owned = set(d.game.retained) - {"/game/state", "/game/id"}
     assert {"/game/winner", "/game/stats/summary", "/players/list", "/game/salvo"} <= owned
     old_id = d.game.game_id
-    assert d.game.nonces
+    assert spent(d.game)
     assert d.tick(299) == []
     out = d.tick(1)
     cleared = {p.topic for p in out if p.payload == "" and p.retain}
@@ -630,7 +631,7 @@ def test_reset_after_over_clears_every_retained_topic_forgets_nonces_and_draws_a
     assert d.game.retained == {"/game/state": "lobby", "/game/id": d.game.game_id}
     assert d.game.phase is Phase.LOBBY and d.game.game_no == 2
     # memory stays flat across games: the id binds every signature to its game
-    assert d.game.nonces == {}
+    assert spent(d.game) == {}
     d.start({"a": ROWS, "b": COLUMNS})
     d.rejected(d.shot(other(d), 0, 0, 1, game=old_id), "wrong game", code="wrong_game")
 

@@ -1,6 +1,7 @@
-"""Error reports are capped per arena (a flood is not mirrored back); the
-game's own messages are never held by the cap. No broker needed: the runner
-is built but never connected."""
+"""Error reports are capped per error topic (a flood is not mirrored back,
+and one topic's flood does not silence another's); the game's own messages
+are never held by the cap. No broker needed: the runner is built but never
+connected."""
 
 from __future__ import annotations
 
@@ -21,14 +22,20 @@ class FakeClient:
         self.sent.append(topic)
 
 
-def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path: Path) -> None:
-    now = [1000.0]
+def runner_at(tmp_path: Path, now: list[float]) -> tuple[ArenaRunner, FakeClient]:
+    """An arena runner whose clock is ``now[0]`` and whose publishes are recorded."""
     arena = make_arenas([""], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))[0]
     runner = ArenaRunner(
         arena, Broker.from_url("mqtt://127.0.0.1:1"), client_id="t", pool=ThreadPoolExecutor(1), clock=lambda: now[0]
     )
     out = FakeClient()
     runner.out = out  # type: ignore[assignment]
+    return runner, out
+
+
+def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path: Path) -> None:
+    now = [1000.0]
+    runner, out = runner_at(tmp_path, now)
     report = Publish("/game/errors", "{}", False, expendable=True)
 
     def execute(effects: list[Publish]) -> None:  # one batch of the arena thread
@@ -42,3 +49,13 @@ def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path:
     now[0] += 0.5  # half a second refills half the budget
     execute([report] * int(REPORTS_PER_S))
     assert len(out.sent) == REPORTS_PER_S + 5 + REPORTS_PER_S // 2
+
+
+def test_one_topics_flood_does_not_silence_another_teams_reports(tmp_path: Path) -> None:
+    runner, out = runner_at(tmp_path, [1000.0])
+    flood = Publish("/game/errors", "{}", False, expendable=True)
+    mine = Publish("/players/alice/error", "{}", False, expendable=True)
+    runner._execute([flood] * 1000 + [mine] * 10)
+    runner._flush()
+    assert out.sent.count("/players/alice/error") == 10  # all of alice's
+    assert out.sent.count("/game/errors") == REPORTS_PER_S and runner.dropped_reports == 1000 - REPORTS_PER_S

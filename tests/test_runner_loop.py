@@ -9,6 +9,7 @@ import logging
 import random
 import uuid
 from pathlib import Path
+from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
@@ -18,7 +19,7 @@ from salvo.engine import Config, Event
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.perf import free_port
 from salvo.protocol import Log
-from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, Stop, _Link, emit, make_arenas
+from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, Stop, _acknowledged, _Link, emit, make_arenas
 from salvo.store import StoreFailure
 from salvo.topics import Topics
 
@@ -116,7 +117,7 @@ def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosqui
     def bug(*_a: object) -> list[object]:
         raise ZeroDivisionError("a bug in the arena")
 
-    arenas[0].on_message = bug  # type: ignore[method-assign]
+    arenas[0].on_key = bug  # type: ignore[method-assign]
     ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"one-{tag}")
     ref.start()
     rec = Recorder(broker, "referee", [f"/{fine}/#", f"/{doomed}/#"])
@@ -133,6 +134,36 @@ def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosqui
         assert ref.runners[1].alive and ref.runners[1].fatal is None
         rec.publish(Topics(fine).request_participation, '{"name": "bob", "secret": "s"}')
         rec.wait_for(Topics(fine).players_list, '["bob"]', timeout=10)  # the other arena plays on
+    finally:
+        rec.close()
+        ref.stop()
+
+
+def test_a_message_that_meets_a_bug_is_dropped_and_the_arena_plays_on(
+    broker: Mosquitto, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    (arena,) = make_arenas([f"p{tag}"], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    real = arena.on_message
+
+    def poisoned(topic: str, payload: bytes, now: float) -> list[Any]:
+        if payload == b"poison":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "a bug reached by a message")
+        return real(topic, payload, now)
+
+    arena.on_message = poisoned  # type: ignore[method-assign]
+    ref = Referee([arena], Broker.from_url(broker.url("referee")), client_id=f"poison-{tag}")
+    ref.start()
+    t = Topics(f"p{tag}")
+    rec = Recorder(broker, "referee", [f"/p{tag}/#"])
+    try:
+        assert ref.wait_connected(10)
+        with caplog.at_level(logging.ERROR, "salvo.referee"):
+            rec.publish(t.request_participation, "poison")
+            rec.publish(t.request_participation, '{"name": "ann", "secret": "s"}')
+            rec.wait_for(t.players_list, '["ann"]', timeout=10)  # the next message is played
+        assert ref.fatal is None and ref.runners[0].alive and ref.runners[0].poisoned == 1
+        assert "broke the referee (a bug)" in caplog.text
     finally:
         rec.close()
         ref.stop()
@@ -171,3 +202,20 @@ def test_a_journal_that_cannot_commit_stops_the_referee_and_says_why(broker: Mos
     finally:
         rec.close()
         ref.stop()
+
+
+def test_a_result_published_while_cut_off_counts_once_the_broker_acknowledges_it(broker: Mosquitto) -> None:
+    """paho keeps such a message's rc at NO_CONN for good and its
+    is_published() raises; the journal's published mark must still move on."""
+    client = new_client(Broker.from_url(broker.url("referee")), f"ack-{uuid.uuid4().hex[:8]}")
+    info = client.publish("/ack/probe", "x", qos=1)  # not connected yet: queued
+    assert info.rc == paho.MQTT_ERR_NO_CONN and not _acknowledged(info)
+    with pytest.raises(RuntimeError):
+        info.is_published()  # what _acknowledged works around
+    connect_async(client, Broker.from_url(broker.url("referee")))
+    client.loop_start()
+    try:
+        wait_until(lambda: _acknowledged(info), 10, "the PUBACK of a message queued while cut off")
+    finally:
+        client.loop_stop()
+        client.disconnect()

@@ -132,10 +132,12 @@ def test_the_server_hands_out_the_page_and_nothing_else() -> None:
 
 def test_the_server_reads_only_public_topics() -> None:
     subs = subscriptions()
-    assert {"/game/id", "/+/game/id", "/players/count", "/+/players/+/defeated", "/tournament/#"} <= set(subs)
+    assert {"/game/id", "/+/game/id", "/players/count", "/+/players/+/defeated", "/tournament/standings"} <= set(subs)
     private = ("request_participation", "/hit", "/error", "/approved", "/fire", "/place")
     assert not [f for f in subs if f.endswith(private)]
-    assert [f for f in subs if "#" in f] == ["/game/stats/#", "/+/game/stats/#", "/tournament/#"]
+    # Nothing else under /tournament: a team can write there (/+/players/+/fire with "tournament" as the prefix)
+    assert [f for f in subs if "#" in f] == ["/game/stats/#", "/+/game/stats/#"]
+    assert [f for f in subs if f.startswith("/tournament")] == ["/tournament/standings", "/tournament/schedule"]
 
 
 @pytest.mark.mqtt

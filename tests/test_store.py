@@ -18,7 +18,7 @@ from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
 from salvo.codec import dumps
-from salvo.engine import Accepted, Burn, CloseLobby, Config, Event, Fire, Phase, Publish, Tick
+from salvo.engine import Abandon, Accepted, Burn, CloseLobby, Config, Event, Fire, Phase, Publish, Tick
 from salvo.mqtt import Broker
 from salvo.protocol import Arena, Record
 from salvo.referee import ArenaRunner, make_arenas
@@ -106,7 +106,7 @@ def test_this_games_spent_signatures_survive_a_restart(tmp_path: Path) -> None:
     d.ok(Fire(me, other, 9, 9, None, None, shot, d.now))
     d.ok(Burn(other, burned, d.now))
     again = resumed(store, "", key)
-    assert again.game.nonce_seen(shot) == other and again.game.nonce_seen(burned) is False
+    assert again.game.nonce_seen(me, shot) == other and again.game.nonce_seen(other, burned) is False
     assert again.game.game_id == d.game.game_id  # the id key is in the state file
 
 
@@ -267,6 +267,7 @@ def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
         Fire('"q" \u00e9', 'odd "name" \u00e9', 3, 4, 0, 'g"', b"n" * 24, 1e21),
         Burn("bob", b"b" * 24, 3.0),
         Tick(5.5),
+        Abandon("salvo referee --fresh", 6.25),
     ],
 )
 def test_an_events_journal_text_is_its_json(event: Event) -> None:

@@ -23,7 +23,7 @@ from salvo.client import SalvoClient
 from salvo.mqtt import Broker, new_client
 
 from mosquitto import ROOT, USERS, Mosquitto
-from mqttkit import Recorder
+from mqttkit import Recorder, wait_until
 
 SECRETS = {"alice": "alice-secret-for-tests", "bob": "bob-secret-for-tests"}
 
@@ -50,6 +50,30 @@ def test_client_without_the_ca_is_refused(broker: Mosquitto, prefix: str, tmp_pa
     with pytest.raises(ConnectionError):
         sdk.connect(timeout=2)
     sdk.close()
+
+
+@pytest.mark.mqtt
+def test_the_venue_listener_refuses_anonymous_clients(broker: Mosquitto) -> None:
+    """Anonymous clients could otherwise hold all of the teams' listener's
+    connections (max_connections) and keep the teams out; they may read the
+    public topics on the local listener only (salvo spectate serves the room)."""
+
+    def connack(url: str, port: int) -> int:
+        got: list[int] = []
+        client = new_client(Broker.from_url(url).with_ca_file(str(broker.ca_file)))
+        client.on_connect = lambda _c, _u, _f, rc, _p: got.append(rc.value)
+        client.connect("127.0.0.1", port)
+        client.loop_start()
+        try:
+            wait_until(lambda: bool(got), what="CONNACK")
+            return got[0]
+        finally:
+            client.disconnect()
+            client.loop_stop()
+
+    assert connack(f"mqtts://127.0.0.1:{broker.tls_port}", broker.tls_port) in (0x86, 0x87)
+    assert connack(broker.tls_url("alice"), broker.tls_port) == 0
+    assert connack(f"mqtt://127.0.0.1:{broker.port}", broker.port) == 0  # local tools, read-only
 
 
 def test_tls_issues_a_server_certificate_under_a_kept_ca(tmp_path: Path) -> None:

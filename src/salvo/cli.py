@@ -6,12 +6,14 @@ Exit codes: 0 success; 1 internal error or failed checks; 2 usage error;
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
 import signal
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -262,7 +264,6 @@ def referee(
     file resumes the same game.
     """
     from salvo.referee import Referee, make_arenas
-    from salvo.store import Store
 
     _setup_logging(log_level)
     target = _parse_broker(broker, username, password)
@@ -270,7 +271,7 @@ def referee(
     config = _config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns)
     key = _referee_key(key_file)
     try:
-        store = Store(state)
+        store = _open_state(state, fresh, target, prefixes)
         games = make_arenas(
             prefixes,
             config,
@@ -295,6 +296,38 @@ def referee(
         _serve(service)
     finally:
         store.close()
+
+
+def _open_state(state: Path, fresh: bool, target: Any, prefixes: list[str]) -> Any:
+    """The state file; a damaged one (emptied, not SQLite, unreadable) is
+    refused, or set aside for a new one with --fresh (never deleted)."""
+    from salvo.store import Store, StoreDamaged, set_aside
+
+    try:
+        return Store(state)
+    except StoreDamaged as exc:
+        if not fresh:
+            raise LocalFileError(
+                f"refusing to start: {exc}.{_games_shown(target, prefixes)} Restore it from a backup"
+                " (docs/reliability.md), or start with --fresh to set it aside and begin a new game"
+            ) from None
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        moved = set_aside(state, stamp)
+        logging.getLogger("salvo").warning("--fresh: %s; set aside as %s", exc, ", ".join(map(str, moved)))
+        return Store(state)
+
+
+def _games_shown(target: Any, prefixes: list[str]) -> str:
+    """The games in progress the broker shows for these arenas, as a sentence
+    (for a refusal: the organiser learns what the damaged file held)."""
+    from salvo.ownership import survey
+
+    try:
+        seen = survey(target, prefixes, timeout=5.0)
+    except (OSError, TimeoutError):
+        return ""
+    shown = [f"arena {p or '(default)'}: game {s.game_id} ({s.state})" for p, s in seen.items() if s.in_progress]
+    return f" The broker shows games in progress it held: {'; '.join(shown)}." if shown else ""
 
 
 def _claim(target: Any, arenas: list[Any], store: Any, fresh: bool) -> None:
@@ -827,6 +860,88 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
         raise SalvoError("the game did not complete under the flood")
 
 
+@stress.command("chaos")
+@_broker_option
+@click.option(
+    "--own-broker",
+    is_flag=True,
+    help="Start throw-away mosquittos on loopback ports instead of --broker (the broker scenarios restart theirs).",
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--games", type=click.IntRange(min=1), default=1, show_default=True, help="Games per scenario.")
+@click.option(
+    "--kills",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="kill -9s in the kill scenario: it plays more games until it has done them.",
+)
+@click.option(
+    "--scenarios",
+    default="kill,freeze,broker,broker-volatile,disk,damage,second",
+    show_default=True,
+    help="A comma-separated subset.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the referees' state files and logs here (default: a temporary directory, removed).",
+)
+@click.option(
+    "--sample", is_flag=True, help="A bounded sample (what the test suite runs): fewer variants, shorter outages."
+)
+def stress_chaos(
+    broker: str,
+    username: str | None,
+    password: str | None,
+    own_broker: bool,
+    seed: int,
+    games: int,
+    kills: int,
+    scenarios: str,
+    workdir: Path | None,
+    sample: bool,
+) -> None:
+    """Games under fault injection, every published result checked.
+
+    Three scripted teams whose fleets the harness knows play against a real
+    referee process while it is killed (-9) at named points and at random
+    instants, frozen (SIGSTOP), its broker restarted with and without
+    persistence, its disk filled, its state file damaged, and a second
+    referee started beside it. A model of the game predicts every published
+    topic and judges what a watcher saw. Prints runs / survived / lost per
+    fault and every violation with the messages around it; exits 1 on any
+    violation. The login must be allowed everything; the disk scenario
+    mounts a tmpfs (root) and is skipped otherwise.
+    """
+    import shutil
+    import tempfile
+
+    from salvo.chaos import Options, OwnBroker, run_chaos
+
+    root = workdir or Path(tempfile.mkdtemp(prefix="salvo-chaos-"))
+    root.mkdir(parents=True, exist_ok=True)
+    names = [s.strip() for s in scenarios.split(",") if s.strip()]
+    try:
+        with contextlib.ExitStack() as stack:
+            if own_broker:
+                target = stack.enter_context(OwnBroker.running())[0]
+            else:
+                target = _parse_broker(broker, username, password)
+            own = OwnBroker.running if own_broker else None
+            options = Options(target, root, seed, games, kills, own_broker=own, sample=sample)
+            try:
+                report = run_chaos(options, names)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--scenarios") from None
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    click.echo(report.text())
+    if report.violations:
+        raise SalvoError(f"{len(report.violations)} violations")
+
+
 def _registry(path: Path) -> Registry:
     from salvo.teams import Registry, TeamsError
 
@@ -1015,19 +1130,26 @@ def teams_referee(passwd: Path, acl: Path | None, password: str | None) -> None:
 @teams.command("acl")
 @_passwd_option
 @_acl_option
-def teams_acl(passwd: Path, acl: Path | None) -> None:
+@click.option(
+    "--arenas",
+    help="The arena prefixes the rules cover: a count N (arena1..arenaN), comma-separated prefixes, or 'any'"
+    " (default: what the ACL covers now; a new one: any). Naming them keeps teams from writing into"
+    " namespaces no referee reads. Kept in the file: later `salvo teams` commands keep it.",
+)
+def teams_acl(passwd: Path, acl: Path | None, arenas: str | None) -> None:
     """Write the broker's ACL for the logins of a password file.
 
     For password files kept with mosquitto_passwd by hand: every login but
     the referee's is a team. (salvo teams add/remove/referee do this
     themselves.)
     """
-    from salvo.teams import write_acl_from_passwd
+    from salvo.teams import ANY_ARENA, KEEP, write_acl_from_passwd
 
     if not passwd.exists():
         raise LocalFileError(f"no password file at {passwd}")
+    covered = KEEP if arenas is None else None if arenas == ANY_ARENA else _arena_prefixes("", arenas)
     try:
-        path, skipped = write_acl_from_passwd(passwd, acl)
+        path, skipped = write_acl_from_passwd(passwd, acl, covered)
     except OSError as exc:
         raise LocalFileError(str(exc)) from None
     for login in skipped:

@@ -64,6 +64,8 @@ JOIN_RESEND_S = 5.0
 APPROVAL_GRACE_S = 0.5
 #: A "busy" join refusal (the referee is checking other joins) is retried after this.
 BUSY_RETRY_S = 0.5
+#: A salvo still not resolved this long after it was sent goes out again (unchanged).
+SALVO_RESEND_S = 3.0
 
 
 @functools.lru_cache(maxsize=64)
@@ -159,8 +161,10 @@ class SalvoClient:
         self._dropped = 0  # events trimmed from the front of _events
         self._listeners: list[Callable[[GameEvent], None]] = []
         self._fired: tuple[int, int] = (-1, 0)  # (game, turn) of my last salvo
-        #: (game, turn, [(topic, payload)]) of my last salvo, to send again if the referee was away
-        self._salvo: tuple[int, int, list[tuple[str, str]]] = (-1, 0, [])
+        #: (game, turn, [(topic, payload)], when sent) of my last salvo, to
+        #: send again while it is not resolved (see _resend_unresolved)
+        self._salvo: tuple[int, int, list[tuple[str, str]], float] = (-1, 0, [], 0.0)
+        self._resender: threading.Thread | None = None
         self._connected = threading.Event()
         self._closed = False
         self._refused: str | None = None
@@ -177,6 +181,9 @@ class SalvoClient:
         if not self._connected.wait(timeout):
             self._mqtt.loop_stop()
             raise ConnectionError(self._refused or f"cannot reach the broker at {self.broker.url}")
+        if self._resender is None:
+            self._resender = threading.Thread(target=self._resend_unresolved, name="salvo-resend", daemon=True)
+            self._resender.start()
         return self
 
     def close(self) -> None:
@@ -223,18 +230,32 @@ class SalvoClient:
             for listener in self._listeners:
                 listener(event)
 
-    def _send_salvo_again(self) -> None:
-        """The referee is back (a restart, or its broker's): shots of this
-        turn sent while it was away may be lost (a broker without persistence
-        drops what arrives before the referee subscribes again). Send them
-        again, unchanged: the referee takes each signature once and ignores a
-        copy of one it took."""
+    def _send_salvo_again(self, older_than: float = 0.0) -> None:
+        """Send this turn's salvo again, unchanged, if it is still not
+        resolved (and was sent at least ``older_than`` seconds ago). Shots can
+        be lost on the way: a broker without persistence drops what arrives
+        before the referee subscribes again after a restart, and a broker
+        drops what exceeds the referee's queue while someone floods it. The
+        referee takes each signature once and ignores a copy of one it took."""
+        now = time.monotonic()
         with self._cond:
-            game, turn, messages = self._salvo
-            if (game, turn) != (self.view.game, self.view.turn) or not self.view.my_turn():
+            game, turn, messages, sent = self._salvo
+            if now - sent < older_than or (game, turn) != (self.view.game, self.view.turn):
                 return
+            if not self.view.my_turn():
+                return
+            self._salvo = (game, turn, messages, now)
         for topic, payload in messages:
             self._mqtt.publish(topic, payload, qos=1)
+
+    def _resend_unresolved(self) -> None:
+        """The client's watchdog thread: a salvo not resolved within
+        SALVO_RESEND_S is sent again, as long as the turn lasts."""
+        while not self._closed:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed, SALVO_RESEND_S / 2)
+            if not self._closed:
+                self._send_salvo_again(older_than=SALVO_RESEND_S)
 
     # -- waiting ----------------------------------------------------------------
 
@@ -433,7 +454,7 @@ class SalvoClient:
             for target, x, y in shots:
                 data = {"x": x, "y": y, "target": target, "turn": turn, "game": game}
                 messages.append((self.topics.fire(target), json.dumps(crypto.sign(self.key, data))))
-            self._salvo = (self.view.game, turn, messages)
+            self._salvo = (self.view.game, turn, messages, time.monotonic())
         for topic, payload in messages:
             self._publish(topic, payload)
 

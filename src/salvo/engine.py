@@ -77,6 +77,10 @@ _HIT_HEADS: Final = tuple(
 #: could only be replayed by someone who reads fire topics, which the shipped
 #: ACL gives nobody but the referee (docs/security.md).
 BURN_CAP: Final = 1000
+#: Placements (moves included) a player may make in one game: five ships and
+#: room to change one's mind, but not a flood of moves, each of which would
+#: be journaled and remembered.
+PLACEMENTS_CAP: Final = 100
 #: The ``deadline`` payload, spelled out (every turn has one): unix seconds with
 #: three decimals, formatted at a third of the cost of ``dumps``/``round``.
 _DEADLINE: Final = '{"phase":"%s","at":%.3f}'
@@ -200,7 +204,17 @@ class CloseLobby:
     now: float
 
 
-Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn | Extend
+@dataclass(frozen=True, slots=True)
+class Abandon:
+    """The organiser starts a new game over the one the journal holds, in
+    any phase (``salvo referee --fresh``: the broker shows another game, the
+    teams never saw this one). Its retained topics are cleared; nobody is told."""
+
+    reason: str
+    now: float
+
+
+Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn | Extend | Abandon
 
 
 # -- effects and results ----------------------------------------------------------
@@ -260,6 +274,12 @@ class PlayerState:
     defeated_in_turn: int | None = None
     reason: str | None = None  # "sunk" | "timeout" once defeated
     burned: int = 0  # nonces of rejected signatures spent this game
+    placements: int = 0  # placements and moves this game
+    #: The nonce of every signature (and sealed placement) that opened under
+    #: this player's key this game: where it was taken (a shot's target;
+    #: "name/ship" for a placement), or False when refused. Per player: a
+    #: nonce is only ever unique under one key, and nobody may spend another's.
+    nonces: dict[bytes, str | bool] = field(default_factory=dict)
     #: the name as a JSON string, for the payloads built on every turn
     quoted: str = ""
     #: this player's ``hit`` topic, published on every shot at them
@@ -314,10 +334,6 @@ class Game:
         else:
             self.game_id = hashlib.blake2b(str(self.game_no).encode(), key=self.id_key, digest_size=8).hexdigest()
         self.retained[self.topics.game_id] = self.game_id
-        #: The nonce of every signature (and sealed placement) that opened
-        #: under a player's key this game: where it was taken (a shot's
-        #: target; "name/ship" for a placement), or False when refused.
-        self.nonces: dict[bytes, str | bool] = {}
         self.phase = Phase.LOBBY
         self.players: dict[str, PlayerState] = {}  # join order
         self.ready: list[str] = []  # fleet-completion order
@@ -350,10 +366,11 @@ class Game:
             if name != current:
                 yield name, player.key
 
-    def nonce_seen(self, nonce: bytes) -> str | bool | None:
-        """Where this signature was taken (a shot's target, a placement's
-        "name/ship"); False when it was refused; None: new this game."""
-        return self.nonces.get(nonce)
+    def nonce_seen(self, player: str, nonce: bytes) -> str | bool | None:
+        """Where ``player``'s signature was taken (a shot's target, a
+        placement's "name/ship"); False when it was refused; None: new."""
+        known = self.players.get(player)
+        return known.nonces.get(nonce) if known is not None else None
 
     def participants(self) -> list[PlayerState]:
         return [self.players[n] for n in self.order]
@@ -382,6 +399,10 @@ class Game:
                 note = self._extend(event, out)
             elif isinstance(event, CloseLobby):
                 note = self._close_lobby(event, out)
+            elif isinstance(event, Abandon):
+                old = self.game_no
+                self._reset(out)
+                note = f"game {old} abandoned ({event.reason}); game {self.game_no} opens"
             elif isinstance(event, Configure):
                 self.config = event.config
                 note = f"settings now {event.config}"
@@ -463,12 +484,17 @@ class Game:
 
     def _place(self, ev: Place, out: list[Publish]) -> str:
         player = self.check_place(ev.name, ev.ship)
-        if ev.nonce is not None and ev.nonce in self.nonces:
+        if ev.nonce is not None and ev.nonce in player.nonces:
             raise Illegal(Code.REPLAYED, "replayed placement: this sealed box was already used in this game")
         if error := placement_error(player.fleet, ev.ship, ev.placement):
             raise error
+        if player.fleet.get(ev.ship) == ev.placement:
+            return f"{ev.name}'s {ev.ship} is there already (no change)"  # nothing to journal or tell
+        if player.placements >= PLACEMENTS_CAP:
+            raise Illegal(Code.TOO_MANY, f"too many placements: {PLACEMENTS_CAP} this game; the fleet stays as it is")
+        player.placements += 1
         if ev.nonce is not None:
-            self.nonces[ev.nonce] = f"{ev.name}/{ev.ship}"
+            player.nonces[ev.nonce] = f"{ev.name}/{ev.ship}"
         moved = ev.ship in player.fleet
         was_complete = player.complete
         player.fleet[ev.ship] = ev.placement
@@ -528,15 +554,15 @@ class Game:
         return gone
 
     def _burn(self, ev: Burn) -> str:
-        if ev.nonce in self.nonces:
-            raise Illegal(Code.REPLAYED, "replayed signature: its nonce is spent already")
         player = self.players.get(ev.player)
         if player is None:
             raise Illegal(Code.UNKNOWN_TARGET, f"{ev.player!r} is not a player of this game")
+        if ev.nonce in player.nonces:
+            raise Illegal(Code.REPLAYED, "replayed signature: its nonce is spent already")
         if player.burned >= BURN_CAP:
             raise Illegal(Code.BUSY, f"{ev.player} spent {BURN_CAP} nonces on rejected messages: no more are kept")
         player.burned += 1
-        self.nonces[ev.nonce] = False
+        player.nonces[ev.nonce] = False
         return f"{ev.player}'s rejected signature: nonce spent"
 
     def _extend(self, ev: Extend, out: list[Publish]) -> str:
@@ -586,7 +612,8 @@ class Game:
         if current is None:  # there is a current player exactly while a turn is on
             raise Illegal(Code.NOT_IN_TURN, f"not in a turn (state {self.phase.value})")
         shooter_name, name, x, y, turn, game, nonce, now = ev
-        if nonce is not None and nonce in self.nonces:
+        players = self.players
+        if nonce is not None and (sender := players.get(shooter_name)) is not None and nonce in sender.nonces:
             raise Illegal(Code.REPLAYED, "replayed signature: this signature was already used in this game")
         if game is not None and game != self.game_id:
             raise Illegal(Code.WRONG_GAME, f"wrong game: the message is for game {game!r}, this is {self.game_id!r}")
@@ -597,15 +624,15 @@ class Game:
         if not (0 <= x < BOARD_SIZE and 0 <= y < BOARD_SIZE):  # rules.on_board, inlined: hot path
             raise Illegal(Code.OFF_BOARD, f"off the board: ({x}, {y}); x and y must be 0..{BOARD_SIZE - 1}")
         # From the start of a game its players are its participants.
-        target = self.players.get(name)
+        target = players.get(name)
         if target is None:
             raise Illegal(Code.UNKNOWN_TARGET, f"unknown target {name!r}: not a player in this game")
         if target.defeated_in_turn is not None:
             raise Illegal(Code.DEFEATED_TARGET, f"target {name!r} is already defeated")
-        if nonce is not None:
-            self.nonces[nonce] = name
         c = y * BOARD_SIZE + x  # rules.cell
-        shooter = self.players[current]
+        shooter = players[current]
+        if nonce is not None:
+            shooter.nonces[nonce] = name
         shooter.shots += 1
         self.fired = fired = self.fired + 1
         ship = target.occupied.get(c)

@@ -54,6 +54,7 @@ class Code(enum.StrEnum):
     NOT_JOINED = "not_joined"
     NOT_IN_LOBBY = "not_in_lobby"
     CANNOT_DECRYPT = "cannot_decrypt"
+    TOO_MANY = "too_many"  # more placements than a game allows
     # told by the referee on its own
     LEFT_OUT = "left_out"  # fleet incomplete at the placement deadline: removed
     LOBBY_CLOSED = "lobby_closed"  # the organiser sent the lobby away

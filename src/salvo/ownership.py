@@ -25,6 +25,7 @@ each then watches the lease, and the earlier claim yields to the later one
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -36,9 +37,11 @@ from typing import Any
 import paho.mqtt.client as paho
 
 from salvo.mqtt import Broker, connect_async, new_client
-from salvo.protocol import Arena
+from salvo.protocol import Arena, Record
 from salvo.store import Store
 from salvo.topics import Topics
+
+log = logging.getLogger("salvo.ownership")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,14 @@ class Sighting:
 
 
 def verdict(
-    name: str, seen: Sighting, *, last_lease: Lease | None, game_id: str, has_events: bool, fresh: bool
+    name: str,
+    seen: Sighting,
+    *,
+    last_lease: Lease | None,
+    game_id: str,
+    has_events: bool,
+    fresh: bool,
+    state_file: str = "this state file",
 ) -> str | None:
     """Why this referee must not take arena ``name``, or None when it may.
     ``last_lease``: the lease its state file held the arena with last;
@@ -105,7 +115,7 @@ def verdict(
     if seen.game_id != game_id:
         return (
             f"arena {name}: the broker shows a game in progress (game {seen.game_id or '?'}, state {seen.state},"
-            f" players {seen.players}) that this state file does not hold (it plays game {game_id}): was the file"
+            f" players {seen.players}) that {state_file} does not hold (it plays game {game_id}): was the file"
             " emptied, replaced or deleted, or is it another referee's? Restore it (see docs/reliability.md), or"
             " start with --fresh to begin a new game over that one on purpose"
         )
@@ -185,23 +195,44 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
     arena's presence). Why it may not, arena by arena, otherwise: then
     nothing was touched, on the broker or in the state file."""
     seen = survey(broker, [a.topics.prefix for a in arenas])
-    problems = []
-    for arena in arenas:
+    problems, replaced = [], []
+
+    def why(arena: Arena, fresh: bool) -> str | None:
         p = arena.topics.prefix
-        why = verdict(
+        return verdict(
             p or "(default)",
             seen[p],
             last_lease=Lease.parse(store.lease(p)),
             game_id=arena.game.game_id,
             has_events=bool(store.current_game(p)[1]),
             fresh=fresh,
+            state_file=f"the state file {store.path}",
         )
-        if why:
-            problems.append(why)
+
+    for arena in arenas:
+        if problem := why(arena, fresh):
+            problems.append(problem)
+        elif fresh and why(arena, False):
+            replaced.append(arena)
     if problems:
         return problems
+    for arena in replaced:
+        # --fresh over a game the broker shows and the journal does not hold:
+        # whatever game the journal does hold (from a damaged file) is
+        # abandoned too, so the arena opens an empty lobby (the start-up
+        # sweep clears the broker's stale topics).
+        records = [e for e in arena.abandon("salvo referee --fresh", time.time()) if isinstance(e, Record)]
+        store.record_many([(arena.topics.prefix, r.game_no, r.event) for r in records])
+        log.warning(
+            "arena %s: --fresh: a new game %s replaces game %s",
+            arena.topics.prefix or "(default)",
+            arena.game.game_id,
+            seen[arena.topics.prefix].game_id,
+        )
     for arena in arenas:
         lease = Lease.new().text()
         store.set_lease(arena.topics.prefix, lease)
         arena.lease = lease
+    store.settle()
+    store.checkpoint()  # arenas and leases into the file itself: a lost -wal keeps them
     return []

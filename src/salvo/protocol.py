@@ -50,6 +50,8 @@ from nacl.public import PrivateKey
 
 from salvo import codec, crypto, wire
 from salvo.engine import (
+    TRUE,
+    Abandon,
     Accepted,
     Burn,
     CloseLobby,
@@ -60,6 +62,7 @@ from salvo.engine import (
     Fire,
     Game,
     Join,
+    Phase,
     Place,
     Publish,
     Rejected,
@@ -103,10 +106,17 @@ class DeriveKey:
     request_ids: list[str] = field(default_factory=list)
 
 
+#: The ``code`` of a log line about a message that changed nothing although
+#: it was no error (a join repeated, a message delivered again): summarised
+#: under a flood like rejections.
+ROUTINE: Final = "routine"
+
+
 class Log(NamedTuple):
     """One log line: ``text % args`` when there are args, formatted only
     when the line is logged (the referee's own log level may be above it).
-    ``code`` is a rejection's, so a flood can be summarised by code."""
+    ``code`` is a rejection's (or ROUTINE), so a flood can be summarised by
+    code; lines without one are always logged."""
 
     accepted: bool
     text: str
@@ -221,6 +231,18 @@ class Arena:
             return [Record(ev, game_no), *result.effects, Log(True, result.summary)]
         return [Log(False, f"lobby not closed: {result.error.reason}")]
 
+    def abandon(self, reason: str, now: float) -> list[Effect]:
+        """Begin a new game over the one in progress (see engine.Abandon); an
+        untouched lobby is left as it is."""
+        game = self.game
+        if game.phase is Phase.LOBBY and not game.players:
+            return []
+        ev = Abandon(reason, now)
+        game_no = game.game_no
+        result = game.handle(ev)
+        assert isinstance(result, Accepted)  # an abandon is never refused
+        return [Record(ev, game_no), *result.effects, Log(True, result.summary)]
+
     def on_message(self, topic: str, payload: bytes, now: float) -> list[Effect]:
         route = self.topics.parse_inbound(topic)
         if route is None:
@@ -324,7 +346,7 @@ class Arena:
                 self._cool_down(event.name, event.now)
             return self._refuse_join(result.error, request_ids)
         if not result.effects:  # the same name and secret again: nothing to record
-            return [Log(True, "join %s: %s", (event.name, result))]
+            return [Log(True, "join %s: %s", (event.name, result), ROUTINE)]
         return [Record(event, game_no), *result.effects, Log(True, "accept join: %s", (result,))]
 
     def _refuse_join(self, err: Rejection, request_ids: list[str]) -> list[Effect]:
@@ -343,9 +365,9 @@ class Arena:
             raise Malformed(err, Code.BAD_NAME)
         raw = crypto.decode_box(payload, "placement")
         nonce = crypto.nonce_of(raw)
-        if self.game.nonce_seen(nonce) == f"{route.name}/{route.ship}":
+        if self.game.nonce_seen(route.name, nonce) == f"{route.name}/{route.ship}":
             # Taken before: the broker delivering it again (after a restart, say).
-            return [Log(True, "ignore place %s: delivered again", (_printable(topic),))]
+            return [Log(True, "ignore place %s: delivered again", (_printable(topic),), ROUTINE)]
         player = self.game.check_place(route.name, route.ship)
         plaintext = crypto.open_box(player.key, raw, "placement", "your team", Code.CANNOT_DECRYPT)
         placement = wire.parse_placement(codec.loads(plaintext, "placement"))
@@ -354,6 +376,11 @@ class Arena:
         result = self.game.handle(event)
         if isinstance(result, Rejected):
             raise result.error
+        if not result.effects:
+            # The ship is there already: nothing to journal, but the team hears
+            # it approved, as for any valid placement (expendable under a flood).
+            approved = Publish(self.game.topics.approved(route.name, route.ship), TRUE, True, True)
+            return [approved, Log(True, "place %s: %s", (_printable(topic), result), ROUTINE)]
         return [Record(event, game_no), *result.effects, Log(True, "accept place %s: %s", (_printable(topic), result))]
 
     # -- fire ---------------------------------------------------------------------------
@@ -367,10 +394,10 @@ class Arena:
             raise Illegal(Code.BAD_SIGNATURE, "signature does not open with the key of any player of this game")
         sender, plaintext = found
         nonce = crypto.nonce_of(raw)
-        seen = game.nonce_seen(nonce)
+        seen = game.nonce_seen(sender, nonce)
         if seen == route.name:
             # A shot on its own topic again: the broker delivering it again.
-            return [Log(True, "ignore fire %s: %s's shot delivered again", (_printable(topic), sender))]
+            return [Log(True, "ignore fire %s: %s's shot delivered again", (_printable(topic), sender), ROUTINE)]
         game_no = game.game_no
         try:
             if seen is not None:  # spent: refused before, or a shot sent on at another target

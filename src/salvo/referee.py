@@ -65,11 +65,13 @@ TIMER_GRACE_S: Final = 1.0
 #: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
 QOS0_BACKLOG: Final = 2_000
 
-#: Error reports per second an arena sends at most (a token bucket with a
-#: burst of the same size). A flood of garbage would otherwise be mirrored
+#: Error reports per second an arena sends to one error topic at most (a
+#: token bucket per topic with a burst of the same size). A flood of garbage would otherwise be mirrored
 #: onto /game/errors, and the broker's backlog to the referee would hold up
 #: the game's own messages. Reports over the budget are counted and logged.
 REPORTS_PER_S: Final = 200.0
+#: Error topics with a bucket of their own at most (the longest unused go).
+REPORT_BUCKETS: Final = 1024
 #: At most this many queued items are handled (and journaled) as one batch.
 BATCH_MAX: Final = 64
 #: Spooled events wait for their SQLite commit until the arenas have nothing
@@ -79,6 +81,10 @@ SETTLE_MAX: Final = 256
 #: QoS 1 messages paho keeps in flight at once (its default, 20, is too few
 #: for a burst of shots and reports).
 MAX_INFLIGHT: Final = 20
+#: Rejected messages per second from which an arena counts as flooded, and
+#: the most a flood may stop one turn's clock (see FloodClock).
+FLOOD_PER_S: Final = 500
+FLOOD_EXTENSION_MAX_S: Final = 300.0
 #: Rejections logged line by line per window (see RejectionLog).
 REJECT_LINES: Final = 100
 REJECT_WINDOW_S: Final = 10.0
@@ -295,6 +301,8 @@ class ArenaRunner:
         self.dropped_reports = 0
         self.rejections = RejectionLog(self.name, clock)
         self.cleared_retained = 0
+        self.poisoned = 0  # messages that met a bug (see _dispatch)
+        self._flood = FloodClock(clock())
         #: The acknowledgements of join messages whose derivation is under
         #: way, by job: sent once the join's outcome is durable (or refused).
         self._held: dict[int, list[tuple[int, int]]] = {}
@@ -311,8 +319,8 @@ class ArenaRunner:
         self._records: list[tuple[str, int, Event]] = []
         self._outbox: list[Publish] = []
         self._acks: list[tuple[int, int]] = []
-        self._report_tokens = REPORTS_PER_S
-        self._report_refill = clock()
+        #: error topic -> (tokens, when refilled); see _report_budget
+        self._report_buckets: dict[str, tuple[float, float]] = {}
 
     # -- paho callbacks: run inside loop_read on the arena thread; hand off only ------------
 
@@ -495,6 +503,9 @@ class ArenaRunner:
                 self._execute(self.arena.on_tick(now))
                 self._flush()
             self._note_published()
+            if self._flood.due(now) and (extension := self._flood.extension(self.arena.game)):
+                self._execute(self.arena.extend(extension, now))
+                self._flush()
             return True
         except StoreFailure:
             raise  # the journal is every arena's: the arena thread stops them all
@@ -636,7 +647,16 @@ class ArenaRunner:
             if item.retain:
                 self._clear_retained(item)
             else:
-                effects = self.arena.on_message(item.topic, item.payload, now)
+                try:
+                    effects = self.arena.on_message(item.topic, item.payload, now)
+                except Exception:
+                    # A bug, reached by a message someone sent: that message is
+                    # dropped (and acknowledged, or it would come back at every
+                    # restart), the arena plays on. The rules validate before
+                    # they change anything, so the game is as it was.
+                    self.poisoned += 1
+                    log.exception("[%s] a message on %s broke the referee (a bug); dropped", self.name, item.topic[:99])
+                    effects = []
                 job = next((e for e in effects if isinstance(e, DeriveKey)), None)
                 self._execute(effects)
             if item.qos > 0:
@@ -709,7 +729,7 @@ class ArenaRunner:
     def _execute(self, effects: list[Effect] | list[Publish]) -> None:
         for effect in effects:
             if isinstance(effect, Publish):
-                if effect.expendable and not self._report_budget():
+                if effect.expendable and not self._report_budget(effect.topic):
                     self.dropped_reports += 1
                     if self.dropped_reports % 1000 == 1:
                         log.warning(
@@ -728,6 +748,8 @@ class ArenaRunner:
                     future = self._pool.submit(_team_key, self._registry, effect)
                     future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
+                if not effect.accepted:
+                    self._flood.rejected += 1
                 self.rejections.emit(effect)
 
     def _flush(self) -> None:
@@ -757,7 +779,7 @@ class ArenaRunner:
         publishes again only what came after (see make_arenas)."""
         unacked, journal = self._unacked, self._journal
         last = 0
-        while unacked and all(info.is_published() for info in unacked[0][1]):
+        while unacked and all(map(_acknowledged, unacked[0][1])):
             last = unacked.popleft()[0]
         if last and journal is not None:
             journal.mark_published(self.arena.topics.prefix, last)
@@ -782,15 +804,20 @@ class ArenaRunner:
             Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over (its lease: {payload[:200]!r})")
         )
 
-    def _report_budget(self) -> bool:
-        """Take a token for one error report, if the bucket has one."""
+    def _report_budget(self, topic: str) -> bool:
+        """Take a token for one error report to ``topic``, if its bucket has
+        one. A bucket per error topic: garbage from nobody fills only
+        /game/errors's, a team's own flood only its own, and a team's reports
+        about its own messages still go out while others flood."""
         now = self._clock()
-        self._report_tokens = min(REPORTS_PER_S, self._report_tokens + (now - self._report_refill) * REPORTS_PER_S)
-        self._report_refill = now
-        if self._report_tokens < 1:
-            return False
-        self._report_tokens -= 1
-        return True
+        buckets = self._report_buckets
+        tokens, refilled = buckets.pop(topic, (REPORTS_PER_S, now))  # (re-inserted: most recent last)
+        tokens = min(REPORTS_PER_S, tokens + (now - refilled) * REPORTS_PER_S)
+        allowed = tokens >= 1
+        buckets[topic] = (tokens - 1 if allowed else tokens, now)
+        if len(buckets) > REPORT_BUCKETS:
+            del buckets[next(iter(buckets))]  # the longest unused (full again by now)
+        return allowed
 
     def _key_callback(self, job: DeriveKey) -> Callable[[Future[bytes]], None]:
         # Runs on a pool thread: only hand the result back to the arena thread.
@@ -824,11 +851,48 @@ def emit(arena: str, line: Log) -> None:
         log.log(level, "[%s] %s", arena, line.text)
 
 
+class FloodClock:
+    """While garbage floods an arena, its running turn (or placement period)
+    is stopped: every flooded second is given back to it (a journaled
+    Extend), up to FLOOD_EXTENSION_MAX_S for one turn. The broker keeps only
+    so many messages for the referee (max_queued_messages) and drops the rest,
+    a team's shots among them, so a flood could otherwise make a team lose
+    its turns; with the clock stopped, the shots its client sends again once
+    the flood is over still count (the SDK does; see docs/protocol.md)."""
+
+    def __init__(self, now: float) -> None:
+        self.rejected = 0  # in the current second
+        self._second = now
+        self._flooded = False
+        self._given: tuple[tuple[int, str, int], float] = ((0, "", 0), 0.0)
+
+    def due(self, now: float) -> bool:
+        """A second is over: was it flooded?"""
+        if now - self._second < 1.0:
+            return False
+        self._flooded = self.rejected >= FLOOD_PER_S * (now - self._second)
+        self._second, self.rejected = now, 0
+        return self._flooded
+
+    def extension(self, game: Game) -> float:
+        """The time to give back for the flooded second, within the cap."""
+        if game.next_deadline() is None:
+            return 0.0
+        key = (game.game_no, game.phase.value, game.turn)
+        given = self._given[1] if self._given[0] == key else 0.0
+        extra = min(1.0, FLOOD_EXTENSION_MAX_S - given)
+        if extra <= 0:
+            return 0.0
+        self._given = (key, given + extra)
+        return extra
+
+
 class RejectionLog:
-    """Rejections are logged one line each up to REJECT_LINES per
-    REJECT_WINDOW_S; beyond that (a flood) they are counted by code and
-    summed up in one line per window, so garbage cannot fill the disk with
-    log lines or spend the referee's time writing them."""
+    """Rejections (and routine lines about messages that changed nothing)
+    are logged one line each up to REJECT_LINES per REJECT_WINDOW_S; beyond
+    that (a flood) they are counted by code and summed up in one line per
+    window, so a flood cannot fill the disk with log lines or spend the
+    referee's time writing them."""
 
     def __init__(self, arena: str, clock: Callable[[], float]) -> None:
         self.arena = arena
@@ -838,7 +902,7 @@ class RejectionLog:
         self.suppressed: collections.Counter[str] = collections.Counter()
 
     def emit(self, line: Log) -> None:
-        if line.accepted:
+        if line.code is None:  # what changed the game: always
             emit(self.arena, line)
             return
         self.roll(self._clock())
@@ -857,7 +921,7 @@ class RejectionLog:
             total = sum(self.suppressed.values())
             by_code = ", ".join(f"{code} {n}" for code, n in self.suppressed.most_common())
             log.warning(
-                "[%s] %d more rejections in %g s not logged one by one (%s)",
+                "[%s] %d more rejected or repeated messages in %g s not logged one by one (%s)",
                 self.arena,
                 total,
                 REJECT_WINDOW_S,
@@ -995,6 +1059,8 @@ class Referee:
         # argon2id is CPU-bound and takes 64 MiB while it runs: one worker per
         # core is as fast as more, and bounds that memory (6 workers: 400 MB).
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="argon2")
+        self.journal = journal
+        self._fatal: Fatal | None = None
         self.runners = [
             ArenaRunner(
                 arena,
@@ -1026,10 +1092,18 @@ class Referee:
         for runner in self.runners:
             runner.join(5.0)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.journal is not None and self.fatal is None:
+            # A clean stop over a state file emptied or replaced since the last
+            # look must not exit 0: the next start could not find the game.
+            try:
+                self.journal.check_intact()
+            except StoreFailure as exc:
+                log.error("%s", exc)
+                self._fatal = Fatal(Stop.STATE, str(exc))
 
     @property
     def fatal(self) -> Fatal | None:
-        return next((r.fatal for r in self.runners if r.fatal), None)
+        return self._fatal or next((r.fatal for r in self.runners if r.fatal), None)
 
     def any_stopped(self) -> bool:
         return any(not r.alive for r in self.runners)
@@ -1106,6 +1180,7 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tupl
             log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
         elif event_id > published:
             backlog += result.effects
+    backlog = _latest_retained(backlog)
     log.info(
         "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d; %d results to publish again",
         prefix or "(default)",
@@ -1117,3 +1192,24 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tupl
         len(backlog),
     )
     return game, backlog, events[-1][0] if events and events[-1][0] > published else 0
+
+
+def _acknowledged(info: paho.MQTTMessageInfo) -> bool:
+    """The broker has this message. A QoS 1 message published while the
+    connection was down keeps ``rc`` = ``MQTT_ERR_NO_CONN`` for good, and
+    ``is_published()`` raises for it, although paho sends it on reconnect and
+    marks it published when the PUBACK comes: read that mark itself."""
+    if info.rc == paho.MQTT_ERR_NO_CONN:
+        return info._published
+    try:
+        return info.is_published()
+    except (RuntimeError, ValueError):  # never queued: it will never be acknowledged
+        return False
+
+
+def _latest_retained(backlog: list[Publish]) -> list[Publish]:
+    """The backlog with only the last value of each retained topic: publishing
+    the values in between again would send a retained topic back in time
+    (a lobby list shrinking) before it reaches its value again."""
+    last = {p.topic: i for i, p in enumerate(backlog) if p.retain}
+    return [p for i, p in enumerate(backlog) if not p.retain or last[p.topic] == i]

@@ -1,7 +1,7 @@
 """``salvo spectate``: serve the live spectator page.
 
 Browsers never speak MQTT. This server reads the public topics of every arena
-(and ``/tournament/#``) from the broker with one paho client, keeps the latest
+(and the tournament's standings and schedule) from the broker with one paho client, keeps the latest
 retained payload per topic, and streams to each browser as server-sent events
 on ``GET /events``:
 
@@ -57,7 +57,7 @@ def subscriptions() -> list[str]:
     """Every public topic of every arena (unprefixed and ``/<prefix>/...``)
     and the tournament's topics; never a private one."""
     public = Topics().public_filters
-    return [*public, *(f"/+{f}" for f in public), f"{TournamentTopics.root}/#"]
+    return [*public, *(f"/+{f}" for f in public), TournamentTopics.standings, TournamentTopics.schedule]
 
 
 def page() -> bytes:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from salvo.codec import dumps
-from salvo.engine import Burn, CloseLobby, Config, Configure, Event, Extend, Fire, Join, Place, Tick
+from salvo.engine import Abandon, Burn, CloseLobby, Config, Configure, Event, Extend, Fire, Join, Place, Tick
 from salvo.rules import Orientation, Placement
 
 SCHEMA = """
@@ -134,6 +134,8 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
         return {"type": "join", "name": ev.name, "key": key, "redacted": redact_keys, "now": ev.now}
     if isinstance(ev, CloseLobby):
         return {"type": "close_lobby", "reason": ev.reason, "now": ev.now}
+    if isinstance(ev, Abandon):
+        return {"type": "abandon", "reason": ev.reason, "now": ev.now}
     return {"type": "configure", "config": asdict(ev.config), "now": ev.now}
 
 
@@ -171,6 +173,8 @@ def event_from_json(d: dict[str, Any]) -> Event:
         return Join(d["name"], bytes.fromhex(d["key"]), d["now"])
     if kind == "close_lobby":
         return CloseLobby(d["reason"], d["now"])
+    if kind == "abandon":
+        return Abandon(d["reason"], d["now"])
     if kind == "configure":
         return Configure(Config(**d["config"]), d["now"])
     raise ValueError(f"unknown event type {kind!r}")
@@ -201,6 +205,57 @@ class StoreFailure(OSError):
     must stop before it publishes anything that is not durable. Everything
     durable before stays (the spool is never emptied after a failure), and a
     referee started again once the fault is fixed continues from there."""
+
+
+class StoreDamaged(StoreFailure):
+    """The state file is not what a referee left: emptied, not SQLite, or
+    unreadable. Nothing is written to it; ``set_aside`` moves it out of the
+    way for a fresh start on purpose (``salvo referee --fresh``)."""
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+#: The files that make one state file, beside its own name.
+SIDE_FILES: Final = ("-wal", "-shm", "-spool")
+
+
+def _size(path: Path | str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return -1
+
+
+def damage(path: Path) -> str | None:
+    """What is wrong with the state file at ``path``, or None. A missing or
+    empty file with nothing beside it is a new one, not a damaged one."""
+    size = _size(path)
+    if size > 0:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+        if head != SQLITE_MAGIC:
+            return f"the state file {path} is not an SQLite database (it starts {head[:16]!r})"
+        return None
+    left = [f"{path}{side}" for side in ("-wal", "-spool") if _size(f"{path}{side}") > 0]
+    if left:
+        what = "missing" if size < 0 else "empty (0 bytes)"
+        return (
+            f"the state file {path} is {what} while {' and '.join(left)} still hold events: it was truncated or deleted"
+        )
+    return None
+
+
+def set_aside(path: Path, stamp: str) -> list[Path]:
+    """Rename a damaged state file and its side files to ``<name>.damaged-<stamp>...``
+    (kept for inspection, never deleted); the moved paths."""
+    moved = []
+    for side in ("", *SIDE_FILES):
+        src = Path(f"{path}{side}")
+        if src.exists():
+            dst = Path(f"{path}.damaged-{stamp}{side}")
+            src.rename(dst)
+            moved.append(dst)
+    return moved
 
 
 def _failure(path: Path, exc: BaseException) -> StoreFailure:
@@ -244,6 +299,8 @@ class Store:
     def __init__(self, path: Path, *, writer: bool = True) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        if why := damage(path):
+            raise StoreDamaged(why)
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._spool_path = Path(f"{path}-spool")
@@ -257,6 +314,12 @@ class Store:
                 raise StateInUse(f"in use by another referee ({self._spool_path} is locked)") from None
         try:
             self._open_db(writer)
+        except sqlite3.DatabaseError as exc:
+            if self._spool >= 0:
+                os.close(self._spool)
+            if getattr(exc, "sqlite_errorcode", -1) & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+                raise StoreDamaged(f"the state file {path} is damaged: {exc}") from None
+            raise
         except BaseException:
             if self._spool >= 0:
                 os.close(self._spool)
@@ -274,6 +337,11 @@ class Store:
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # A file cut short or overwritten may open and fail later, halfway
+            # through a replay: look at every page once, before anything is read.
+            (verdict,) = self._db.execute("PRAGMA quick_check(1)").fetchone()
+            if verdict != "ok":
+                raise StoreDamaged(f"the state file {self.path} is damaged: {verdict}")
             self._db.executescript(SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(events)")}
             if "nonce" not in columns:
@@ -303,18 +371,21 @@ class Store:
     def close(self) -> None:
         """Settle, close, and empty the spool, but only once all it held is in
         SQLite and on disk: after a failure the spool keeps it for the next start."""
-        settled = False
-        with contextlib.suppress(StoreFailure):
-            self.settle()
-            settled = True
+        settled, intact = False, damage(self.path) is None  # a damaged file gets nothing more
+        if intact:
+            with contextlib.suppress(StoreFailure):
+                self.settle()
+                settled = True
         with self._lock:
+            checkpointed = False
             with contextlib.suppress(sqlite3.Error):
-                self._db.close()  # the last connection checkpoints the WAL into the file
+                checkpointed = settled and self._checkpoint()
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
             if self._spool >= 0:
                 with self._spool_lock:
-                    if settled and not self._pending:
+                    if checkpointed and not self._pending:
                         with contextlib.suppress(OSError):
-                            self._sync_wal()  # left if a reader had the file open
                             os.ftruncate(self._spool, 0)
                     os.close(self._spool)  # and with it the lock
                     self._spool = -1
@@ -360,19 +431,29 @@ class Store:
             db.executemany(TAKE_EVENT, rows)
             db.execute(TAKE_GAMES, (min(r[0] for r in rows),))
             db.execute("COMMIT")
-            self._sync_wal()
             log.info("%s: %d event(s) a stopped referee had not yet settled taken in", self._spool_path, len(rows))
-        os.ftruncate(fd, 0)
+        if self._checkpoint():
+            os.ftruncate(fd, 0)
+        else:
+            self._spool_bytes += len(data)  # emptied by a later settle
 
-    def _sync_wal(self) -> None:
-        """Before the spool is emptied, what it held must be on disk in SQLite
-        (``synchronous=NORMAL`` does not sync commits, only checkpoints)."""
-        with contextlib.suppress(FileNotFoundError):
-            wal = os.open(f"{self.path}-wal", os.O_RDONLY)
-            try:
-                os.fsync(wal)
-            finally:
-                os.close(wal)
+    def _checkpoint(self) -> bool:
+        """Copy the WAL into the state file, synced (``synchronous=NORMAL``
+        syncs checkpoints, not commits): only then may the spool be emptied,
+        so that the spool and the file itself always hold every event, and a
+        lost or deleted ``-wal`` loses nothing. PASSIVE: never waits for a
+        reader (``salvo journal export``); False when it could not finish,
+        and the spool is kept until a later one does. Called with ``_lock``."""
+        busy, frames, done = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return not busy and frames == done
+
+    def checkpoint(self) -> None:
+        """Put what SQLite holds (arenas, leases) into the state file proper."""
+        try:
+            with self._lock:
+                self._checkpoint()
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from exc
 
     # -- arenas -------------------------------------------------------------------------
 
@@ -486,11 +567,11 @@ class Store:
                 del self._pending[: len(rows)]
                 if self._spool_bytes >= SPOOL_RESET_BYTES and not self._pending:
                     try:
-                        self._sync_wal()
-                        os.ftruncate(self._spool, 0)
-                    except OSError as exc:
+                        if self._checkpoint():
+                            os.ftruncate(self._spool, 0)
+                            self._spool_bytes = 0
+                    except (sqlite3.Error, OSError) as exc:
                         raise _failure(self._spool_path, exc) from exc
-                    self._spool_bytes = 0
 
     def current_game(self, arena: str) -> tuple[int, list[Event]]:
         """The number of the last game with events, and its events in order."""
@@ -557,6 +638,8 @@ class Store:
                 f"the state file {self.path} (or its spool) was deleted or replaced while the referee ran;"
                 " stopping: what it journals now would be lost"
             )
+        if why := damage(self.path):
+            raise StoreDamaged(f"{why}, while the referee ran; stopping: a restart could not find the game")
 
     def config_before(self, arena: str, game_no: int) -> Config | None:
         """The settings of the last Configure event before game ``game_no``."""

@@ -32,11 +32,11 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -146,21 +146,35 @@ _ACL_HEADER = """\
 # - "topic" lines before the first "user" line are anonymous clients' rights;
 # - "topic" lines after "user NAME" are that login's rights (a login without a
 #   section has only the patterns): hence one section per team.
-# Every rule exists for unprefixed topics and for arena prefixes (/+/...).
+# Every rule exists for unprefixed topics and for each arena prefix: the
+# "arenas:" line below names them ("any": every first level, /+/...). Naming
+# them closes a gap: with "any", a team may also write (retained) join, fire
+# and placement messages into namespaces no referee reads, which the broker
+# then keeps (salvo teams acl --arenas arena1,arena2).
 # Nobody but the referee reads /game/request_participation or any fire topic.
 """
+#: The line of the header that says which arena prefixes the rules cover.
+_ARENAS_LINE = "# arenas: "
+ANY_ARENA = "any"
 
 
-def render_acl(teams: Iterable[str] = ()) -> str:
+def render_acl(teams: Iterable[str] = (), arenas: Sequence[str] | None = None) -> str:
     """mosquitto's acl_file for these team logins (plus the referee and
-    anonymous spectators). Raises ValueError for a name no team can have."""
-    plain, prefixed = access_filters(), access_filters(any_prefix=True)
-    public = [*plain.public, *prefixed.public, f"{TournamentTopics.root}/#"]
-    lines = [_ACL_HEADER, "# -- every team: its own placements and private topics"]
-    for f in (*plain.own_write, *prefixed.own_write):
-        lines.append(f"pattern write {f}")
-    for f in (*plain.own_read, *prefixed.own_read):
-        lines.append(f"pattern read {f}")
+    anonymous spectators), for the unprefixed arena and each prefix of
+    ``arenas`` (None: any prefix at all). Raises ValueError for a name no
+    team can have."""
+    if arenas is None:
+        roots = [access_filters(), access_filters(any_prefix=True)]
+    else:
+        for prefix in arenas:
+            if prefix and (err := name_error(prefix, "arena prefix")):
+                raise ValueError(f"{prefix!r}: {err}")
+        roots = [access_filters(prefix=p) for p in dict.fromkeys(["", *arenas])]
+    public = [f for r in roots for f in r.public] + list(TournamentTopics.public_filters())
+    covered = ANY_ARENA if arenas is None else ",".join(p for p in arenas if p) or "-"
+    lines = [_ACL_HEADER + _ARENAS_LINE + covered + "\n", "# -- every team: its own placements and private topics"]
+    lines += [f"pattern write {f}" for r in roots for f in r.own_write]
+    lines += [f"pattern read {f}" for r in roots for f in r.own_read]
     lines += ["", "# -- anonymous spectators: the public topics, read-only"]
     lines += [f"topic read {f}" for f in public]
     lines += ["", "# -- the referee: everything", f"user {REFEREE_USER}", "topic readwrite #"]
@@ -169,8 +183,21 @@ def render_acl(teams: Iterable[str] = ()) -> str:
             raise ValueError(f"{name!r}: {err}")
         lines += ["", f"# -- team {name}: the public topics; join; fire at anyone", f"user {name}"]
         lines += [f"topic read {f}" for f in public]
-        lines += [f"topic write {f}" for f in (*plain.team_write, *prefixed.team_write)]
+        lines += [f"topic write {f}" for r in roots for f in r.team_write]
     return "\n".join(lines) + "\n"
+
+
+def acl_arenas(acl: Path) -> list[str] | None:
+    """The arena prefixes an existing ACL covers (None: any, or no file)."""
+    try:
+        text = acl.read_text()
+    except FileNotFoundError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(_ARENAS_LINE):
+            value = line[len(_ARENAS_LINE) :].strip()
+            return None if value == ANY_ARENA else [p for p in value.split(",") if p and p != "-"]
+    return None
 
 
 def default_acl_path(passwd: Path) -> Path:
@@ -178,19 +205,27 @@ def default_acl_path(passwd: Path) -> Path:
     return passwd.with_name("mosquitto.acl")
 
 
-def write_acl_from_passwd(passwd: Path, acl: Path | None = None) -> tuple[Path, list[str]]:
+#: "The arenas the ACL file covers now", for :func:`write_acl_from_passwd`.
+KEEP: Final = ("keep",)
+
+
+def write_acl_from_passwd(
+    passwd: Path, acl: Path | None = None, arenas: Sequence[str] | None = KEEP
+) -> tuple[Path, list[str]]:
     """Rewrite the ACL for every login of the password file (all but the
-    referee are teams). Returns its path and the logins left without rights
+    referee are teams), for ``arenas`` (None: any prefix; KEEP: those the
+    file covers now). Returns its path and the logins left without rights
     because they cannot be team names."""
     path = acl or default_acl_path(passwd)
-    return path, _write_acl(path, read_passwd(passwd))
+    return path, _write_acl(path, read_passwd(passwd), arenas)
 
 
-def _write_acl(path: Path, logins: Iterable[str]) -> list[str]:
+def _write_acl(path: Path, logins: Iterable[str], arenas: Sequence[str] | None = KEEP) -> list[str]:
     teams = [u for u in logins if u != REFEREE_USER]
     skipped = sorted(u for u in teams if name_error(u))
+    covered = acl_arenas(path) if arenas is KEEP else arenas
     # Read by mosquitto (another user in its container); holds no secret.
-    _write_atomically(path, render_acl(u for u in teams if u not in skipped), 0o644)
+    _write_atomically(path, render_acl((u for u in teams if u not in skipped), covered), 0o644)
     return skipped
 
 

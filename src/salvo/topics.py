@@ -5,6 +5,7 @@ prefixes become topic levels, so they are validated here: 1-32 characters of
 ``[A-Za-z0-9_-]``; anything else (``/ + # $``, spaces, NUL, non-ASCII) could
 inject levels or wildcards.
 
+``tournament`` is reserved too: it is the tournament's namespace.
 ``players`` is reserved as a team name and as a prefix: the shipped ACL grants
 ``/+/players/%u/...`` for prefixed arenas, and a team or arena called
 ``players`` would make ``/players/players/<team>/...`` readable by a team
@@ -23,7 +24,7 @@ from functools import lru_cache
 from typing import Final
 
 NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,32}", re.ASCII)
-RESERVED_NAMES: Final = frozenset({"players"})
+RESERVED_NAMES: Final = frozenset({"players", "tournament"})
 
 
 def name_error(name: str, what: str = "team name") -> str | None:
@@ -242,6 +243,12 @@ class TournamentTopics:
         """A filter for every team's assignment."""
         return "/tournament/assignments/+"
 
+    @classmethod
+    def public_filters(cls) -> tuple[str, ...]:
+        """What everybody may read of the tournament (nothing else under
+        /tournament is its: another level there is nobody's to trust)."""
+        return (cls.standings, cls.schedule, cls.assignments())
+
 
 @dataclass(frozen=True, slots=True)
 class AccessFilters:
@@ -261,10 +268,11 @@ class AccessFilters:
     own_read: tuple[str, ...]
 
 
-def access_filters(any_prefix: bool = False) -> AccessFilters:
-    """The ACL's filters, unprefixed or (``any_prefix``) under ``/+/``."""
+def access_filters(any_prefix: bool = False, prefix: str = "") -> AccessFilters:
+    """The ACL's filters: unprefixed, under one arena ``prefix``, or
+    (``any_prefix``) under ``/+/``, every prefix at once."""
     t = Topics()
-    root = "/+" if any_prefix else ""
+    root = "/+" if any_prefix else f"/{prefix}" if prefix else ""
     # (v2) /game/record (spec section 7) is public, though clients do not
     # subscribe to it by default (it is large): hence not in public_filters.
     public = dict.fromkeys((*t.public_filters, f"{t._game}/record"))

@@ -69,6 +69,7 @@ CODES: Final = frozenset(
         "not_joined",
         "not_in_lobby",
         "cannot_decrypt",
+        "too_many",
         "left_out",
         "lobby_closed",
     }

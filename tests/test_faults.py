@@ -1,0 +1,40 @@
+"""A bounded sample of ``salvo stress chaos``: real referee processes killed,
+frozen, cut off from a restarted broker, their state files damaged and a
+second referee started beside them, with every published result judged by
+the harness's model. The full run is ``salvo stress chaos --own-broker``
+(docs/reliability.md); this one keeps CI under its budget."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from salvo.chaos import SCENARIOS, Options, OwnBroker, run_chaos
+
+pytestmark = pytest.mark.mqtt
+
+#: The scenarios a sample covers, and the faults each must have injected.
+SAMPLE = [s for s in SCENARIOS if s != "disk"]
+
+
+@pytest.mark.parametrize("scenario", SAMPLE)
+def test_a_referee_under_faults_loses_undoes_and_invents_nothing(scenario: str, tmp_path: Path) -> None:
+    with OwnBroker.running() as (broker, _own):
+        options = Options(broker, tmp_path, seed=7, games=1, kills=4, own_broker=OwnBroker.running, sample=True)
+        report = run_chaos(options, [scenario])
+    assert report.faults.get(scenario), f"{scenario}: no fault was injected"
+    assert report.violations == [], report.text()
+    rows = report.rows()
+    assert all(runs >= 1 and ok == runs and lost == 0 for _label, runs, ok, lost in rows), report.text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")
+def test_a_full_disk_stops_the_referee_with_exit_4_and_it_continues_once_freed(tmp_path: Path) -> None:
+    with OwnBroker.running() as (broker, _own):
+        options = Options(broker, tmp_path, seed=7, games=1, own_broker=OwnBroker.running, sample=True)
+        report = run_chaos(options, ["disk"])
+    if "disk" in report.skipped:
+        pytest.skip(report.skipped["disk"])
+    assert report.faults.get("disk") and report.violations == [], report.text()
