@@ -1,5 +1,7 @@
-"""Session-wide real mosquitto, a unique arena prefix per test, and an
-in-process referee factory."""
+"""The real mosquitto of the session (started by the first test that asks
+for it), brokers of a test's own, a unique arena prefix per test, an
+in-process referee factory; and the ``mqtt`` marker, put on every test
+whose fixtures start a broker."""
 
 from __future__ import annotations
 
@@ -16,8 +18,27 @@ from salvo.mqtt import Broker
 from salvo.referee import Referee, make_arenas
 from salvo.teams import Registry
 
+import mosquitto
 from mosquitto import Mosquitto
-from mqttkit import Recorder, Team
+from mqttkit import Recorder, Team, connect_team
+
+#: The fixtures that start a mosquitto; a test using one (directly or through
+#: another fixture) is marked ``mqtt``.
+BROKER_FIXTURES = frozenset({"broker", "new_broker"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mqtt)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # The marker must tell the truth: `pytest -m "not mqtt"` runs without a
+    # broker, so a test that is not marked may not start one.
+    mosquitto.may_start = item.get_closest_marker("mqtt") is not None
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +47,26 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     mosq.start()
     yield mosq
     mosq.stop()
+
+
+BrokerFactory = Callable[..., Mosquitto]
+
+
+@pytest.fixture
+def new_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """``new_broker("name", users=..., persistence=...)``: a mosquitto of the
+    test's own, not started yet (a test may change its files first), stopped
+    after the test: for tests that restart, reload or reconfigure it."""
+    made: list[Mosquitto] = []
+
+    def make(name: str = "broker", **kw: Any) -> Mosquitto:
+        mosq = Mosquitto(tmp_path / name, **kw)
+        made.append(mosq)
+        return mosq
+
+    yield make
+    for mosq in made:
+        mosq.stop()
 
 
 @pytest.fixture
@@ -71,15 +112,20 @@ def watcher(broker: Mosquitto, prefix: str) -> Iterator[Recorder]:
     rec.close()
 
 
+TeamFactory = Callable[..., Team]
+
+
 @pytest.fixture
-def make_team(broker: Mosquitto, prefix: str) -> Iterator[Callable[..., Team]]:
+def make_team(broker: Mosquitto, prefix: str) -> Iterator[TeamFactory]:
+    """``make_team(name, secret=None, login=None)``: the suite's scripted team
+    in this test's arena (see mqttkit.connect_team)."""
     teams: list[Team] = []
 
     def make(name: str, **kw: Any) -> Team:
-        team = Team(broker, prefix, name, **kw)
+        team = connect_team(broker, prefix, name, **kw)
         teams.append(team)
         return team
 
     yield make
     for team in teams:
-        team.close()
+        team.conn.close()

@@ -4,7 +4,6 @@ the protocol layer driven without a broker."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import json
 from collections.abc import Callable
@@ -12,7 +11,8 @@ from typing import Any
 
 from nacl.public import PrivateKey
 
-from salvo import crypto
+from salvo import crypto, payloads
+from salvo.conformance.harness import team_key
 from salvo.engine import Accepted, Config, Event, Fire, Game, Join, Phase, Place, Publish, Rejected, Result, Tick
 from salvo.errors import Rejection
 from salvo.protocol import Admit, Arena, DeriveKey, Effect, Log, Record
@@ -156,16 +156,17 @@ class Driver:
                 self.idle_turn()
 
 
+def phase_of(game: Game) -> Phase:
+    """The game's phase now: read through a call, because mypy would keep a
+    narrowed ``game.phase`` across the calls that change it."""
+    return game.phase
+
+
 def topics_of(effects: list[Publish]) -> list[str]:
     return [p.topic for p in effects]
 
 
 # -- the protocol layer without a broker ------------------------------------------------
-
-
-@functools.lru_cache(maxsize=64)
-def team_key(name: str, secret: str) -> bytes:
-    return crypto.derive_team_key(name, secret)
 
 
 REFEREE_KEY = PrivateKey(bytes(range(32)))
@@ -189,6 +190,7 @@ class ArenaDriver:
         self.defer_keys = False
         self.pending: list[DeriveKey] = []
         self.secrets: dict[str, str] = {}
+        self.inbound: list[str] = []  # the topic of every message sent
 
     def run(self, effects: list[Effect]) -> list[Publish]:
         out: list[Publish] = []
@@ -220,12 +222,12 @@ class ArenaDriver:
 
     def send(self, topic: str, payload: str | bytes) -> list[Publish]:
         raw = payload.encode() if isinstance(payload, str) else payload
+        self.inbound.append(topic)
         return self.run(self.arena.on_message(topic, raw, self.now))
 
     def join(self, name: str, secret: str | None = None, request_id: str | None = None) -> list[Publish]:
         secret = secret or self.secrets.setdefault(name, f"{name}-secret")
-        body = {"name": name, "secret": secret} | ({"request_id": request_id} if request_id else {})
-        return self.send(self.t.request_participation, json.dumps(body))
+        return self.send(self.t.request_participation, payloads.join_request(name, secret, request_id))
 
     def key(self, name: str) -> bytes:
         return team_key(name, self.secrets.get(name, f"{name}-secret"))
@@ -233,8 +235,7 @@ class ArenaDriver:
     def place(self, name: str, fleet: dict[str, Placement]) -> list[Publish]:
         out: list[Publish] = []
         for ship, p in fleet.items():
-            body = json.dumps({"coordinates": f"{p.x};{p.y}", "orientation": p.orientation.value})
-            out += self.send(self.t.place(name, ship), crypto.seal(self.key(name), body))
+            out += self.send(self.t.place(name, ship), crypto.seal(self.key(name), payloads.placement(p)))
         return out
 
     def start(self, fleets: dict[str, dict[str, Placement]]) -> None:
@@ -249,7 +250,7 @@ class ArenaDriver:
     def signed_fire(self, shooter: str, to: str, x: int, y: int, **data: Any) -> str:
         """A fire message signed by ``shooter``: bound to target ``to``, the
         current turn and game unless ``data`` says otherwise."""
-        body = {"x": x, "y": y, "target": to, "turn": self.game.turn, "game": self.game.game_id} | data
+        body = payloads.fire_data(x, y, to, self.game.turn, self.game.game_id) | data
         return json.dumps(crypto.sign(self.key(shooter), body))
 
     def fire(self, shooter: str, to: str, x: int, y: int, **data: Any) -> list[Publish]:

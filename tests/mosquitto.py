@@ -12,18 +12,21 @@ import getpass
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from salvo import tls
-from salvo.perf import free_port, mosquitto_binary
+from salvo.localbroker import free_port, mosquitto_binary, wait_listening
 from salvo.teams import default_acl_path, write_acl_from_passwd
 from salvo.tls import CA_CERT, SERVER_CERT, SERVER_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Set by conftest for each test: whether it is marked ``mqtt`` (and so may
+#: start a broker: `pytest -m "not mqtt"` must run without one).
+may_start = True
 
 USERS = {
     "referee": "referee-pw",
@@ -112,21 +115,20 @@ class Mosquitto:
         )
 
     def start(self, timeout: float = 10.0) -> None:
+        if not may_start:
+            raise RuntimeError("this test starts mosquitto: mark it mqtt (or use the broker/new_broker fixtures)")
         self.proc = subprocess.Popen(
             [mosquitto_binary(), "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"mosquitto exited: {err}\n{self.log()}")
-            try:
-                for port in (self.port, self.tls_port):
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("mosquitto did not start listening")
+        proc = self.proc
+
+        def exited() -> str | None:
+            if proc.poll() is None:
+                return None
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            return f"mosquitto exited: {err}\n{self.log()}"
+
+        wait_listening([self.port, self.tls_port], exited, timeout)
 
     def reload(self, timeout: float = 10.0) -> None:
         """SIGHUP, as an organiser does after salvo teams/tls: mosquitto

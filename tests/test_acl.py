@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from salvo.teams import acl_arenas, render_acl, write_acl_from_passwd
 
+from conftest import BrokerFactory
 from mosquitto import ROOT, Mosquitto, write_passwords
 from mqttkit import Recorder, wait_until
-
-pytestmark = pytest.mark.mqtt
 
 ROLES = ("referee", "alice", "bob", None)  # None: anonymous spectator
 NOT_AUTHORIZED = 0x87
@@ -96,8 +94,10 @@ def test_write_permissions(clients: dict[str | None, Recorder], root: str) -> No
             allowed = "w" in perm
             assert (rc < 0x80) == allowed, f"{role or 'anonymous'} write {topic}: PUBACK {rc:#x}, expected {perm!r}"
             (expected_seen if allowed else denied).add(payload)
-    wait_until(lambda: expected_seen <= {m.payload for m in observer.messages}, what="allowed probes")
-    assert not denied & {m.payload for m in observer.messages}, "a denied publish reached a subscriber"
+    observer.sync(root + "/game/state")  # every probe the broker let through is here now
+    seen = {m.payload for m in observer.messages}
+    assert expected_seen <= seen, "an allowed publish did not reach a subscriber"
+    assert not denied & seen, "a denied publish reached a subscriber"
 
 
 def test_read_permissions(clients: dict[str | None, Recorder], root: str) -> None:
@@ -151,23 +151,20 @@ def test_shipped_acl_is_the_generated_one() -> None:
     assert (ROOT / "mosquitto.acl").read_text() == render_acl()
 
 
-def test_broker_loads_the_acl_without_warnings(broker: Mosquitto, tmp_path: Path) -> None:
+def test_broker_loads_the_acl_without_warnings(broker: Mosquitto, new_broker: BrokerFactory) -> None:
     log = broker.log()
     assert "Config loaded from" in log  # the log is the broker's own start-up log
     assert "does not contain '%c' or '%u'" not in log
     # The check can fail: one pattern without %u and mosquitto warns.
-    loud = Mosquitto(tmp_path / "loud", users={"referee": "referee-pw"})
+    loud = new_broker("loud", users={"referee": "referee-pw"})
     loud.acl.write_text(render_acl() + "pattern read /game/state\n")
     loud.start()
-    try:
-        wait_until(lambda: "running" in loud.log(), what="mosquitto running")
-        assert "Warning: ACL pattern '/game/state' does not contain '%c' or '%u'." in loud.log()
-    finally:
-        loud.stop()
+    wait_until(lambda: "running" in loud.log(), what="mosquitto running")
+    assert "Warning: ACL pattern '/game/state' does not contain '%c' or '%u'." in loud.log()
 
 
-def test_logins_added_by_hand_get_their_rights_from_teams_acl(tmp_path: Path) -> None:
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+def test_logins_added_by_hand_get_their_rights_from_teams_acl(new_broker: BrokerFactory) -> None:
+    mosq = new_broker(users={"referee": "referee-pw"})
     mosq.start()
     alice = referee = None
     try:
@@ -195,13 +192,12 @@ def test_logins_added_by_hand_get_their_rights_from_teams_acl(tmp_path: Path) ->
         for rec in (alice, referee):
             if rec is not None:
                 rec.close()
-        mosq.stop()
 
 
-def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(tmp_path: Path) -> None:
+def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(new_broker: BrokerFactory) -> None:
     """With the arenas named (salvo teams acl --arenas), a team cannot leave
     retained junk where no referee reads and clears it, nor under /tournament."""
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw", "alice": "alice-pw"})
+    mosq = new_broker(users={"referee": "referee-pw", "alice": "alice-pw"})
     assert write_acl_from_passwd(mosq.passwd, mosq.acl, ["arena1"]) == (mosq.acl, [])
     assert acl_arenas(mosq.acl) == ["arena1"]
     write_acl_from_passwd(mosq.passwd, mosq.acl)  # later commands keep the arenas
@@ -221,4 +217,3 @@ def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(tmp_pa
             assert alice.publish(topic, "x" * 1000, retain=True) == NOT_AUTHORIZED, topic
     finally:
         alice.close()
-        mosq.stop()

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,10 @@ from salvo.referee import REJECT_LINES, Referee, make_arenas
 from salvo.stress import RefereeProcess
 from salvo.teams import Registry, add_team
 
-from conftest import RefereeFactory
+from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS, all_cells
 from mosquitto import Mosquitto
-from mqttkit import Msg, Recorder, Team, wait_until
-
-pytestmark = pytest.mark.mqtt
+from mqttkit import Msg, Recorder, Team, connect_team, wait_until
 
 FLEETS = {"alice": ROWS, "bob": COLUMNS}
 
@@ -77,7 +75,7 @@ def refused_with(rec: Recorder, topic: str, after: int) -> str:
 
 
 def test_a_team_cannot_read_any_fire_topic_not_even_its_own(
-    broker: Mosquitto, start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    broker: Mosquitto, start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     start_referee(turn_timeout=20)
     P = f"/{prefix}"
@@ -97,7 +95,7 @@ def test_a_team_cannot_read_any_fire_topic_not_even_its_own(
 
 
 def test_a_captured_shot_redirected_at_another_target_is_refused_and_the_game_stays_right(
-    start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     """The review's scenario: the target re-publishes the shots aimed at it on
     the shooter's own fire topic, so that the shooter shoots itself."""
@@ -109,7 +107,7 @@ def test_a_captured_shot_redirected_at_another_target_is_refused_and_the_game_st
     game = ref.runners[0].arena.game
     before = (game.fired, game.players[shooter].hits, dict(game.players[shooter].damage))
     mark = watcher.mark()
-    teams[target].rec.publish(f"{P}/players/{shooter}/fire", fire.payload)  # the victim "shoots itself"
+    teams[target].conn.publish(f"{P}/players/{shooter}/fire", fire.payload)  # the victim "shoots itself"
     # Whose key opens it is the sender: the refusal goes to the shooter, who learns of the attempt.
     assert refused_with(watcher, f"{P}/players/{shooter}/error", mark) == "replayed"
     assert not watcher.on(f"{P}/players/{shooter}/hit", after=mark)
@@ -117,34 +115,37 @@ def test_a_captured_shot_redirected_at_another_target_is_refused_and_the_game_st
     # and once seen, that signature is spent: not even its own topic takes it again
     mark = watcher.mark()
     watcher.publish(f"{P}/players/{target}/fire", fire.payload)
-    assert not watcher.on(f"{P}/players/{target}/hit", after=watcher.mark())  # (an accepted shot: ignored)
+    watcher.publish(f"{P}/players/{target}/fire", "not json")  # answered after it: then it was handled
+    watcher.wait(lambda m: m.topic == f"{P}/game/errors", after=mark)
+    assert not watcher.on(f"{P}/players/{target}/hit", after=mark)  # (an accepted shot: ignored in silence)
+    assert not watcher.on(f"{P}/players/{shooter}/error", after=mark)
     assert game.fired == before[0]
 
 
 def test_a_captured_shot_replayed_in_another_arena_is_refused(
-    start_referee: RefereeFactory, make_team: Callable[..., Team], broker: Mosquitto, prefix: str
+    start_referee: RefereeFactory, make_team: TeamFactory, broker: Mosquitto, prefix: str
 ) -> None:
     other = f"{prefix}b"
     start_referee(prefixes=[prefix, other], turn_timeout=20, seed=1)
     watch = Recorder(broker, "referee", [f"/{prefix}/#", f"/{other}/#"])
     try:
-        here = {n: Team(broker, prefix, n) for n in FLEETS}
-        there = {n: Team(broker, other, n) for n in FLEETS}
+        here = {n: connect_team(broker, prefix, n) for n in FLEETS}
+        there = {n: connect_team(broker, other, n) for n in FLEETS}
         to_turn_one(here, watch, f"/{prefix}")
         to_turn_one(there, watch, f"/{other}")
         shooter, target, fire = captured_shot(here, watch, f"/{prefix}")
         mark = watch.mark()
-        there[target].rec.publish(f"/{other}/players/{target}/fire", fire.payload)
+        there[target].conn.publish(f"/{other}/players/{target}/fire", fire.payload)
         assert refused_with(watch, f"/{other}/players/{shooter}/error", mark) == "wrong_game"
         assert not watch.on(f"/{other}/players/{target}/hit", after=mark)
     finally:
         for team in [*here.values(), *there.values()]:
-            team.close()
+            team.conn.close()
         watch.close()
 
 
 def test_a_captured_shot_replayed_in_a_later_game_is_refused(
-    start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     # Idle turns drop a player fast: game 1 ends, resets, and game 2 begins.
     start_referee(turn_timeout=0.5, max_missed_turns=1, reset_after=0.5)
@@ -155,19 +156,20 @@ def test_a_captured_shot_replayed_in_a_later_game_is_refused(
     first_id = teams[target].game_id()
     watcher.wait_for(f"{P}/game/state", "over")
     lobby = watcher.wait_for(f"{P}/game/state", "lobby", after=watcher.mark() - 1)
-    assert teams[target].game_id() != first_id
+    # The new id is published before the lobby, but on the team's own connection.
+    wait_until(lambda: teams[target].game_id() != first_id, what="the new game's id at the target")
     mark = watcher.messages.index(lobby)
     to_turn_one(teams, watcher, P)
     # Turn 1 again, the same two players: in v1 this signature would have been good.
     watcher.wait(lambda m: m.topic == f"{P}/game/turn" and bool(m.payload) and m.json()["turn"] == 1, after=mark)
     mark = watcher.mark()
-    teams[target].rec.publish(f"{P}/players/{target}/fire", fire.payload)
+    teams[target].conn.publish(f"{P}/players/{target}/fire", fire.payload)
     assert refused_with(watcher, f"{P}/players/{shooter}/error", mark) == "wrong_game"
     assert not watcher.on(f"{P}/players/{target}/hit", after=mark)
 
 
 def test_a_captured_shot_replayed_under_a_fresh_journal_is_refused(
-    broker: Mosquitto, start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    broker: Mosquitto, start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     P = f"/{prefix}"
     first = start_referee(turn_timeout=20)
@@ -183,7 +185,7 @@ def test_a_captured_shot_replayed_under_a_fresh_journal_is_refused(
     watcher.wait(lambda m: m.topic == f"{P}/game/id" and bool(m.payload) and m.text != old_id, after=mark)
     to_turn_one(teams, watcher, P)
     mark = watcher.mark()
-    teams[target].rec.publish(f"{P}/players/{target}/fire", fire.payload)
+    teams[target].conn.publish(f"{P}/players/{target}/fire", fire.payload)
     assert refused_with(watcher, f"{P}/players/{shooter}/error", mark) == "wrong_game"
     assert not watcher.on(f"{P}/players/{target}/hit", after=mark)
 
@@ -230,6 +232,7 @@ def test_forged_refusals_in_a_teams_name_do_not_stop_it_from_joining(
         client.connect()
         client.join()  # believes only refusals that echo its own request_id
         assert "alice" in client.view.players
+        watcher.sync(f"{P}/sync")  # every refusal published so far is here
         assert not watcher.on(f"{P}/players/alice/error"), "a refusal reached the team's own error topic"
     finally:
         stop.set()
@@ -240,7 +243,7 @@ def test_forged_refusals_in_a_teams_name_do_not_stop_it_from_joining(
 def test_a_bot_plays_through_a_flood_of_forged_refusals(
     broker: Mosquitto,
     start_referee: RefereeFactory,
-    make_team: Callable[..., Team],
+    make_team: TeamFactory,
     watcher: Recorder,
     prefix: str,
     tmp_path: Path,
@@ -331,7 +334,7 @@ def test_a_join_flood_on_every_registered_name_does_not_lock_out_a_team(
 
 
 def test_names_that_join_and_never_place_are_removed_at_the_deadline(
-    broker: Mosquitto, start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    broker: Mosquitto, start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     start_referee(placement_timeout=2, max_players=8)  # no --teams: names are first come, first served
     P = f"/{prefix}"
@@ -452,7 +455,7 @@ def test_the_broker_refuses_packets_far_above_what_the_referee_reads(broker: Mos
 def test_a_garbage_flood_is_summarised_in_the_log_and_the_game_goes_on(
     broker: Mosquitto,
     start_referee: RefereeFactory,
-    make_team: Callable[..., Team],
+    make_team: TeamFactory,
     watcher: Recorder,
     prefix: str,
     caplog: pytest.LogCaptureFixture,
@@ -493,7 +496,7 @@ def test_a_garbage_flood_is_summarised_in_the_log_and_the_game_goes_on(
 
 
 def test_garbage_at_any_fire_topic_never_reaches_the_current_players_error_topic(
-    broker: Mosquitto, start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    broker: Mosquitto, start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     P = f"/{prefix}"
     start_referee(turn_timeout=20)
@@ -513,7 +516,7 @@ def test_garbage_at_any_fire_topic_never_reaches_the_current_players_error_topic
 
 
 def test_an_accepted_shot_delivered_again_gets_no_error_and_no_second_hit(
-    start_referee: RefereeFactory, make_team: Callable[..., Team], watcher: Recorder, prefix: str
+    start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
     """What a broker does after a referee restart: it sends unacknowledged
     messages again. In v1 the shooter then got false 'signature' errors."""
@@ -524,9 +527,9 @@ def test_an_accepted_shot_delivered_again_gets_no_error_and_no_second_hit(
     shooter, target, fire = captured_shot(teams, watcher, P)
     fired = ref.runners[0].arena.game.fired
     mark = watcher.mark()
-    teams[shooter].rec.publish(f"{P}/players/{target}/fire", fire.payload)
+    teams[shooter].conn.publish(f"{P}/players/{target}/fire", fire.payload)
     # a marker the referee answers after it: then the redelivery has been handled
-    teams[shooter].rec.publish(f"{P}/players/{target}/fire", "not json")
+    teams[shooter].conn.publish(f"{P}/players/{target}/fire", "not json")
     watcher.wait(lambda m: m.topic == f"{P}/game/errors", after=mark)
     assert not watcher.on(f"{P}/players/{shooter}/error", after=mark)
     assert not watcher.on(f"{P}/players/{target}/hit", after=mark)
@@ -545,13 +548,15 @@ def _no_secret_leaks(watcher: Recorder) -> Iterator[None]:
 # -- a flood that overflows the referee's queue at the broker ----------------------------------
 
 
-def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_turn(tmp_path: Path) -> None:
+def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_turn(
+    new_broker: BrokerFactory, tmp_path: Path
+) -> None:
     """The review's flood: so much QoS 1 garbage on a fire topic during
     alice's turn that mosquitto's queue for the referee overflows and the
     broker drops messages, alice's acknowledged shots among them. The turn's
     clock stops while the arena is flooded, and alice's SDK sends its
     unresolved salvo again: when the flood is over, every shot counts."""
-    mosq = Mosquitto(tmp_path / "broker")
+    mosq = new_broker()
     mosq.start()
     prefix = "flooded"
     P = f"/{prefix}"
@@ -564,8 +569,9 @@ def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_tur
     ref.start()
     watch = Recorder(mosq, "referee", [f"{P}/game/#"])
     alice = SalvoClient("alice", "alice-secret-for-tests", mosq.url("alice"), prefix=prefix)
-    bob = Team(mosq, prefix, "bob")
+    bob = connect_team(mosq, prefix, "bob")
     stop = threading.Event()
+    sent = [0]
     try:
         assert ref.wait_connected(10)
         alice.connect()
@@ -586,10 +592,9 @@ def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_tur
             mallory.max_queued_messages_set(0)
             mallory.connect("127.0.0.1", mosq.port)
             mallory.loop_start()
-            sent = 0
             while not stop.is_set():
-                mallory.publish(f"{P}/players/bob/fire", b"garbage %d" % sent, qos=1)
-                sent += 1
+                mallory.publish(f"{P}/players/bob/fire", b"garbage %d" % sent[0], qos=1)
+                sent[0] += 1
             mallory.disconnect()
             mallory.loop_stop()
 
@@ -599,7 +604,8 @@ def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_tur
         wait_until(lambda: "are being dropped" in mosq.log(), timeout=30, what="the broker dropping messages")
         cells = all_cells(COLUMNS)[: turn.shots]
         alice.fire_salvo([("bob", x, y) for x, y in cells])  # into the flood: lost at the broker
-        time.sleep(0.5)
+        more = sent[0] + 5000
+        wait_until(lambda: sent[0] >= more, what="the flood going on after the salvo")
         stop.set()
         flooder.join(30)
         salvo = watch.wait(
@@ -611,7 +617,6 @@ def test_a_flood_that_drops_a_teams_shots_at_the_broker_does_not_cost_it_its_tur
     finally:
         stop.set()
         alice.close()
-        bob.close()
+        bob.conn.close()
         watch.close()
         ref.stop()
-        mosq.stop()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,10 @@ def test_check_turns_a_missed_target_into_exit_code_1(
     result = CliRunner().invoke(main, args)
     assert result.exit_code == code, result.output
     assert json.loads((tmp_path / "b.json").read_text())["targets_met"] == {"engine.ms_per_game": code == 0}
+
+
+def test_the_echo_peer_runs_from_the_broker_helpers() -> None:
+    """The bench starts its echo peer as ``python -m salvo.localbroker echo``."""
+    argv = [sys.executable, "-m", "salvo.localbroker"]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "usage: python -m salvo.localbroker echo URL IN OUT" in done.stderr

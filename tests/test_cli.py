@@ -3,6 +3,8 @@ process's signal handling and last will."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 import signal
 import subprocess
@@ -12,8 +14,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import salvo
+from salvo.bootstrap import failure_of, open_state
 from salvo.cli import ExitCode, main
+from salvo.engine import Event, Result
+from salvo.failures import BrokerRefusal, Failure, LocalFailure
+from salvo.mqtt import Broker
+from salvo.referee import Fatal, Stop
+from salvo.store import config_to_json, event_to_json
+from salvo.topics import Topics
 
+from kit import COLUMNS, ROWS, Driver
 from mosquitto import Mosquitto
 from mqttkit import Recorder
 
@@ -72,6 +83,98 @@ def test_unusable_state_file_exits_4(tmp_path: Path) -> None:
     )
     assert result.exit_code == ExitCode.LOCAL_FILE, result.output
     assert "state file" in result.output
+
+
+def test_the_version_is_the_installed_distribution_s() -> None:
+    version = importlib.metadata.version("salvo")
+    assert salvo.__version__ == version
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and result.output == f"salvo, version {version}\n"
+
+
+def test_the_command_line_configures_logging_only_when_a_command_runs() -> None:
+    """Importing the CLI imports no domain module (help stays fast) and
+    configures nothing."""
+    code = (
+        "import logging, sys, salvo.cli; "
+        "assert not logging.getLogger().handlers; "
+        "print(sorted(m for m in sys.modules if m.startswith('salvo.') and not m.startswith('salvo.cli')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['salvo.failures']"
+
+
+@pytest.mark.parametrize(
+    ("fatal", "failure"),
+    [
+        (Fatal(Stop.BROKER_REFUSED, "no"), BrokerRefusal),
+        (Fatal(Stop.STATE, "disk full"), LocalFailure),
+        (Fatal(Stop.ARENA_TAKEN, "taken"), LocalFailure),
+        (Fatal(Stop.INTERNAL, "bug"), Failure),
+    ],
+)
+def test_why_a_referee_stopped_is_a_failure_class(fatal: Fatal, failure: type[Failure]) -> None:
+    got = failure_of(fatal)
+    assert type(got) is failure and str(got) == fatal.reason
+    assert failure_of(None) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["teams", "acl", "--passwd", "{tmp}/nothing"], ExitCode.LOCAL_FILE, "no password file at"),
+        (
+            ["teams", "add", "ada", "--passwd", "{tmp}/passwd", "--registry", "{tmp}/t.json", "--ca-file", "{tmp}/ca"],
+            ExitCode.LOCAL_FILE,
+            "no CA file at",
+        ),
+        (
+            ["teams", "remove", "ada", "--passwd", "{tmp}/passwd", "--registry", "{tmp}/t.json"],
+            ExitCode.FAILED,
+            "no team",
+        ),
+        (["tournament", "--teams", "{tmp}/nothing.json"], ExitCode.LOCAL_FILE, "no team registry at"),
+        (["tls", "--dir", "{tmp}/tls", "--host", "not a host!"], ExitCode.FAILED, "neither a DNS name"),
+        (["journal", "replay", "-"], ExitCode.FAILED, "not an exported game"),
+    ],
+)
+def test_domain_failures_exit_by_their_class(tmp_path: Path, args: list[str], code: int, says: str) -> None:
+    result = CliRunner().invoke(main, [a.replace("{tmp}", str(tmp_path)) for a in args], input="")
+    assert result.exit_code == code, result.output
+    assert says in result.output
+
+
+class _Recording(Driver):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[Event] = []
+
+    def send(self, event: Event) -> Result:
+        self.events.append(event)
+        return super().send(event)
+
+
+@pytest.mark.parametrize("v1", [False, True])
+def test_an_exported_game_replays_as_a_resuming_referee_reads_it(tmp_path: Path, v1: bool) -> None:
+    """A v1 journal's shots name no shooter: the replay takes them as the
+    current player's, as the referee does when it resumes."""
+    d = _Recording()
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    for _ in range(3):
+        d.idle_turn()
+    g = d.game
+    head = {"type": "game", "arena": "", "game": 1, "game_id": g.game_id, "seed": 7}
+    lines = [{**head, "config": json.loads(config_to_json(g.config))}]
+    for ev in d.events:
+        line = event_to_json(ev)
+        if v1 and line["type"] == "fire":
+            del line["shooter"]
+        lines.append(line)
+    source = tmp_path / "game.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = CliRunner().invoke(main, ["journal", "replay", str(source)])
+    assert result.exit_code == 0, result.output
+    assert f"{len(d.events)} events, 0 rejected; state turn, {g.turn} turns" in result.output
 
 
 @pytest.mark.mqtt
@@ -155,3 +258,41 @@ def test_killed_referee_leaves_its_last_will(broker: Mosquitto, prefix: str, tmp
     finally:
         proc.kill()
         watch.close()
+
+
+@pytest.mark.mqtt
+def test_a_bot_whose_login_is_refused_exits_3(broker: Mosquitto, prefix: str) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["bot", "--broker", f"mqtt://alice:wrong@127.0.0.1:{broker.port}", "--name", "alice", "--secret", "s"],
+    )
+    assert result.exit_code == ExitCode.BROKER_REFUSED, result.output
+    assert "refused 'alice'" in result.output
+
+
+@pytest.mark.mqtt
+def test_a_damaged_state_file_is_refused_naming_the_game_the_broker_shows(
+    broker: Mosquitto, prefix: str, tmp_path: Path
+) -> None:
+    t = Topics(prefix)
+    shown = Recorder(broker, "referee", [])
+    try:
+        shown.publish(t.game_id, "g-held", retain=True)
+        shown.publish(t.state, "turn", retain=True)
+        bad = tmp_path / "state.db"
+        bad.write_bytes(b"garbage" * 100)
+        args = ["referee", "--prefix", prefix, "--state", str(bad), "--key-file", str(tmp_path / "k")]
+        result = CliRunner().invoke(main, [*args, "--broker", broker.url("referee")])
+        assert result.exit_code == ExitCode.LOCAL_FILE, result.output
+        assert "refusing to start" in result.output and f"arena {prefix}: game g-held (turn)" in result.output
+        assert "--fresh" in result.output
+        assert bad.read_bytes() == b"garbage" * 100  # untouched
+        # --fresh sets it aside (never deletes it) for a new one
+        store = open_state(bad, Broker.from_url(broker.url("referee")), [prefix], fresh=True)
+        store.close()
+        (aside,) = tmp_path.glob("state.db.damaged-*")
+        assert aside.read_bytes() == b"garbage" * 100
+    finally:
+        shown.publish(t.state, "", retain=True)
+        shown.publish(t.game_id, "", retain=True)
+        shown.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -16,8 +17,6 @@ from salvo.view import PlayersChanged, ShipApproved, StateChanged
 from kit import COLUMNS, ROWS
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
-
-pytestmark = pytest.mark.mqtt
 
 
 def client(broker: Mosquitto, prefix: str, name: str, **kw: Any) -> SalvoClient:
@@ -43,7 +42,7 @@ def test_three_sdk_bots_play_a_game_to_the_end(broker: Mosquitto, start_referee:
     runs = {}
     for name, strategy in [("alice", "density"), ("bob", "hunt-target"), ("carol", "random")]:
         c = client(broker, prefix, name).connect()
-        runs[name] = (c, *in_thread(lambda c=c, s=strategy: c.play(make_strategy(s, 7), games=1)))
+        runs[name] = (c, *in_thread(functools.partial(c.play, make_strategy(strategy, 7), games=1)))
     for name, (c, thread, out) in runs.items():
         thread.join(60)
         c.close()

@@ -8,19 +8,20 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML has no inline types; types-PyYAML is no test dependency
 
-from salvo.conformance.harness import Recorder
+from salvo.localbroker import free_port
 from salvo.mqtt import Broker
 from salvo.teams import add_team
+from salvo.watch import Recorder, wait_until
 
-from mosquitto import ROOT, Mosquitto, free_port
+from conftest import BrokerFactory
+from mosquitto import ROOT
 
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
@@ -74,9 +75,8 @@ def test_services_reach_the_broker_and_keep_state_on_the_volume() -> None:
     assert COMPOSE["services"]["bots"]["profiles"] == ["bots"]
 
 
-@pytest.mark.mqtt
-def test_the_referee_container_command_runs_natively(tmp_path: Path) -> None:
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+def test_the_referee_container_command_runs_natively(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    mosq = new_broker(users={"referee": "referee-pw"})
     data = tmp_path / "data"
     card = add_team(data / "teams.json", mosq.passwd, "ada")
     mosq.start()
@@ -112,7 +112,6 @@ def test_the_referee_container_command_runs_natively(tmp_path: Path) -> None:
         watch.close()
         proc.terminate()
         out = proc.communicate(timeout=15)[0].decode()
-        mosq.stop()
     assert proc.returncode == 0, out
     assert "admitting only the 1 teams" in out
 
@@ -130,15 +129,18 @@ def test_the_spectate_container_command_serves_the_page() -> None:
     free = str(free_port())
     args[args.index("--port") + 1] = free
     proc = subprocess.Popen([sys.executable, "-m", "salvo", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    body: list[bytes] = []
+
+    def served() -> bool:
+        try:
+            body.append(urllib.request.urlopen(f"http://127.0.0.1:{free}/", timeout=2).read())
+        except OSError:
+            return False  # not listening yet
+        return True
+
     try:
-        body = b""
-        for _ in range(100):
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{free}/", timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        assert b"<title>salvo" in body and b"new EventSource(" in body
+        wait_until(served, what="the page served")
+        assert b"<title>salvo" in body[0] and b"new EventSource(" in body[0]
     finally:
         proc.terminate()
         out = proc.communicate(timeout=10)[0].decode()

@@ -6,6 +6,7 @@ and a bug of the suite itself reported as an ERROR, never as a FAIL."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,8 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from salvo import cli, engine, protocol
-from salvo.conformance import CASES, Options, SuiteBroken, lobby, run_suite, summary
-from salvo.conformance.verdict import CODES
+from salvo.conformance import CASES, Options, SuiteBroken, lobby, run_suite, suite, summary
+from salvo.conformance.session import Session
+from salvo.conformance.verdict import CODES, CaseFailed, NoReply, SuiteBug
 from salvo.errors import Code, Malformed
 from salvo.mqtt import Broker
 from salvo.referee import Referee
@@ -25,8 +27,6 @@ from salvo.rules import FLEET, SHIP_IDS
 from salvo.topics import is_valid_name
 
 from mosquitto import Mosquitto
-
-pytestmark = pytest.mark.mqtt
 
 # What the suite asks of the referee (salvo conformance prints the same).
 SETTINGS: dict[str, Any] = {"placement_timeout": 3, "turn_timeout": 1.5, "reset_after": 1, "max_players": 6}
@@ -135,6 +135,71 @@ def test_a_bug_of_the_suite_is_an_error_not_a_failure(
     assert "The conformance suite itself broke in presence.game_id" in outcome.output
 
 
+# -- what the suite blames on the referee, without a broker -------------------------------------
+
+NOWHERE = Options(broker=Broker(host="127.0.0.1", port=9))  # never connected to here
+
+
+@pytest.mark.parametrize(
+    ("raised", "status"),
+    [
+        (CaseFailed("the referee broke the rule"), "fail"),
+        (NoReply("nothing within 5s"), "fail"),
+        (KeyError("topic"), "error"),
+        (TypeError("'NoneType' object is not subscriptable"), "error"),
+        (AssertionError("an invariant of the suite"), "error"),
+    ],
+    ids=["CaseFailed", "NoReply", "KeyError", "TypeError", "AssertionError"],
+)
+def test_a_case_fails_only_for_a_broken_rule_or_no_reply(raised: Exception, status: str) -> None:
+    s = Session(NOWHERE)
+    if status == "fail":
+        with s.case("presence.server"):
+            raise raised
+    else:  # the suite's own exception: stops the run, as SuiteBug
+        with pytest.raises(SuiteBug) as bug, s.case("presence.server"):
+            raise raised
+        assert bug.value.case_id == "presence.server" and bug.value.error is raised
+    result = s.results["presence.server"]
+    assert result.status == status, result
+    assert (type(raised).__name__ in result.detail) == (status == "error"), result.detail
+    assert result.line().startswith("FAIL " if status == "fail" else "ERROR")
+
+
+def no_broker(monkeypatch: pytest.MonkeyPatch, preflight: Callable[[Session], str]) -> None:
+    """A suite whose first stage is ``preflight``, with no connections (and
+    so no final checks over what they saw)."""
+    monkeypatch.setattr(Session, "setup", lambda self: None)
+    monkeypatch.setattr(Session, "close", lambda self: None)
+    monkeypatch.setattr(suite, "preflight", preflight)
+    monkeypatch.setattr(suite, "final_checks", lambda s: None)
+
+
+def test_an_exception_of_the_suite_outside_any_case_is_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(_s: Session) -> str:
+        seen: dict[str, str] = {}
+        return seen["game_id"]  # a KeyError, as a slip of the suite would raise
+
+    no_broker(monkeypatch, broken)
+    with pytest.raises(SuiteBroken) as raised:
+        run_suite(NOWHERE)
+    results = raised.value.results
+    assert len(results) == N and {r.status for r in results} == {"error"}
+    assert all("outside any case" in r.detail and "KeyError" in r.detail for r in results), results[0]
+    assert raised.value.exit_code == 5  # `salvo conformance`: not 1, a failing referee
+    assert summary(results) == f"0 passed, 0 failed, {N} ERROR (the suite broke, not the referee)"
+
+
+def test_a_referee_that_does_not_answer_fails_and_is_no_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def silent(_s: Session) -> str:
+        raise NoReply("nothing on /game/server within 10s")
+
+    no_broker(monkeypatch, silent)
+    results = run_suite(NOWHERE)  # no SuiteBroken
+    assert {r.status for r in results} == {"fail"}
+    assert all("nothing on /game/server" in r.detail for r in results), results[0]
+
+
 # -- broken referees: each fault must be reported --------------------------------------------
 
 
@@ -146,7 +211,8 @@ def sinks_per_shot(monkeypatch: pytest.MonkeyPatch) -> None:
         target = self.players[ev.target]
         for ship in SHIP_IDS:
             if ship not in target.sunk and len(target.damage[ship]) == FLEET[ship]:
-                self._pub(result.effects, self.topics.sunk(ev.target, ship), "true")  # told at once: a leak
+                # told at once, after every shot that completes it: a leak
+                result.effects.append(engine.Publish(self.topics.sunk(ev.target, ship), engine.TRUE, True))
         return result
 
     monkeypatch.setattr(engine.Game, "_fire", fire)
@@ -218,22 +284,30 @@ def join_refusals_on_the_players_topic(monkeypatch: pytest.MonkeyPatch) -> None:
 
 Fault = Callable[[pytest.MonkeyPatch], None]
 #: fault, the cases to run (the games stop once they have results), and for
-#: each case that must fail a fragment of its reason
+#: each case that must fail a pattern of its reason (re.search)
 FAULTS: list[tuple[Fault, set[str], dict[str, str]]] = [
-    (sinks_per_shot, {"salvo.sinks_at_end"}, {"salvo.sinks_at_end": "sink was announced before"}),
-    (redelivery_counted, {"fire.redelivery", "fire.replay"}, {"fire.redelivery": "redelivery was a second shot"}),
-    (rejected_nonces_not_burned, {"fire.replay", "fire.redelivery"}, {"fire.replay": "refused as replayed"}),
+    (sinks_per_shot, {"salvo.sinks_at_end"}, {"salvo.sinks_at_end": "a sink was announced before the salvo's last"}),
+    (
+        redelivery_counted,
+        {"fire.redelivery", "fire.replay"},
+        {"fire.redelivery": "the redelivery was a second shot"},
+    ),
+    (
+        rejected_nonces_not_burned,
+        {"fire.replay", "fire.redelivery"},
+        {"fire.replay": "sent again when it would be valid must be refused as replayed"},
+    ),
     (
         game_id_unchecked,
         {"fire.wrong_game", "fire.wrong_turn", "fire.wrong_target"},
-        {"fire.wrong_game": "no wrong_game report"},
+        {"fire.wrong_game": "no wrong_game report for /"},
     ),
-    (wrong_shot_allowance, {"turn.allowance"}, {"turn.allowance": "shots allowed"}),
-    (sealed_join_ignored, {"join.sealed"}, {"join.sealed": "sealed join was refused"}),
+    (wrong_shot_allowance, {"turn.allowance"}, {"turn.allowance": r"turn \d+: \d+ shots allowed, \d+ ships afloat"}),
+    (sealed_join_ignored, {"join.sealed"}, {"join.sealed": "the sealed join was refused: .*malformed"}),
     (
         join_refusals_on_the_players_topic,
         {"join.refusals", "join.taken"},
-        {"join.refusals": "/error, not on"},
+        {"join.refusals": "join came on /[^ ]+/players/[^ ]+/error, not on /[^ ]+/game/errors"},
     ),
 ]
 #: cases every broken referee here still passes: the suite fails the fault, not everything
@@ -258,11 +332,20 @@ def test_suite_reports_each_injected_fault(
         referee_login=("referee", broker.users["referee"]),
         cases=cases | CONTROL,
     )
-    results = {r.case.id: r for r in run_suite(options)}
-    # (a) the fault made the referee misbehave; it did not crash it
-    assert ref.fatal is None and all(runner.alive for runner in ref.runners), ref.fatal
+    results = {r.case.id: r for r in run_suite(options)}  # (a suite bug raises SuiteBroken)
+    # (a) the fault made the referee misbehave, nothing more: a hook that no
+    # longer fits the code it patches would crash the arena or poison every
+    # message it meets, and the suite would fail the case for that instead
+    assert_stayed_up(ref)
     # (b) its case failed, for its own reason; the others passed
     for case_id, reason in failing.items():
-        assert results[case_id].status == "fail" and reason in results[case_id].detail, results[case_id]
+        assert results[case_id].status == "fail" and re.search(reason, results[case_id].detail), results[case_id]
     passing = {c: results[c].status for c in cases | CONTROL if c not in failing}
     assert set(passing.values()) == {"pass"}, {c: results[c] for c in passing}
+
+
+def assert_stayed_up(ref: Referee) -> None:
+    assert ref.fatal is None, ref.fatal
+    assert all(runner.alive for runner in ref.runners), "an arena stopped"
+    poisoned = sum(runner.poisoned for runner in ref.runners)
+    assert poisoned == 0, f"{poisoned} messages met a bug of the referee (see the log): the fault crashed it"

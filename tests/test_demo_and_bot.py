@@ -7,8 +7,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
-
 from mosquitto import Mosquitto
 
 
@@ -36,7 +34,6 @@ def test_demo_plays_two_games_on_its_embedded_broker() -> None:
         assert out.count(f"│ {place} │") == 2, out
 
 
-@pytest.mark.mqtt
 def test_bots_keep_playing_after_each_reset(broker: Mosquitto, start_referee: Any, prefix: str) -> None:
     start_referee(turn_timeout=10, reset_after=0.5)
     procs = [

@@ -193,7 +193,6 @@ def by_hand_blocks() -> dict[str, str]:
     return dict(blocks)
 
 
-@pytest.mark.mqtt
 def test_play_a_game_by_hand_as_documented(
     broker: Mosquitto, start_referee: Any, prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from nacl.public import PrivateKey
 
-from salvo import crypto
-from salvo.engine import Abandon, Config, Extend, Phase, Place, Tick
+from salvo import crypto, payloads
+from salvo.engine import Abandon, Config, Event, Extend, Phase, Place, Tick
 from salvo.ownership import Lease, Sighting, verdict
 from salvo.protocol import Record
 from salvo.referee import make_arenas
+from salvo.rules import Orientation, Placement
 from salvo.store import Store, StoreDamaged, StoreFailure, backup, set_aside
 
 from kit import COLUMNS, ROWS, ArenaDriver, Driver
@@ -35,7 +36,7 @@ def full_database(store: Store) -> None:
     store._db.execute(f"PRAGMA max_page_count = {pages}")
 
 
-def ticks(n: int, start: float = 1.0) -> list[tuple[str, int, Tick]]:
+def ticks(n: int, start: float = 1.0) -> list[tuple[str, int, Event]]:
     return [("a", 1, Tick(start + i)) for i in range(n)]
 
 
@@ -283,8 +284,7 @@ def test_a_placement_delivered_again_is_ignored_in_silence_even_after_the_start(
     d = ArenaDriver()
     d.join("alice")
     d.join("bob")
-    body = json.dumps({"coordinates": "0;0", "orientation": "HORIZONTAL"})
-    sealed = crypto.seal(d.key("alice"), body)
+    sealed = crypto.seal(d.key("alice"), payloads.placement(Placement(0, 0, Orientation.HORIZONTAL)))
     assert [p.topic for p in d.send(d.t.place("alice", "carrier"), sealed)] == [d.t.approved("alice", "carrier")]
     assert d.send(d.t.place("alice", "carrier"), sealed) == []  # delivered again: nothing, no error
     rest = {s: p for s, p in ROWS.items() if s != "carrier"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from salvo.engine import BURN_CAP, Accepted, Burn, CloseLobby, Config, Game, Joi
 from salvo.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
 from salvo.topics import Topics
 
-from kit import COLUMNS, ROWS, Driver, H, V, all_cells, ship_cells, spent, topics_of
+from kit import COLUMNS, ROWS, Driver, H, V, all_cells, phase_of, ship_cells, spent, topics_of
 
 
 def payloads(effects: list[Publish], topic: str) -> list[str]:
@@ -26,9 +27,9 @@ def payloads(effects: list[Publish], topic: str) -> list[str]:
     "bad",
     [{"turn_timeout": 0}, {"min_players": 1}, {"min_players": 5, "max_players": 4}, {"max_missed_turns": 0}],
 )
-def test_config_rejects_nonsense(bad: dict[str, float]) -> None:
+def test_config_rejects_nonsense(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - the message is ours, any wording
-        Config(**bad)  # type: ignore[arg-type]
+        Config(**bad)
 
 
 # -- lobby: joins -------------------------------------------------------------------------
@@ -53,9 +54,10 @@ def test_each_join_rearms_the_placement_deadline() -> None:
     d = Driver(placement_timeout=60)
     d.join("alice")
     first = d.game.next_deadline()
+    assert first is not None
     d.now += 30
     d.join("bob")
-    assert d.game.next_deadline() == first + 30  # type: ignore[operator]
+    assert d.game.next_deadline() == first + 30
 
 
 def test_repeat_join_with_same_key_is_a_noop() -> None:
@@ -193,14 +195,14 @@ def test_game_starts_when_all_fleets_are_complete_and_play_order_is_completion_o
     d.join("a", "b", "c")
     d.place("c", ROWS)
     d.place("a", COLUMNS)
-    assert d.game.phase is Phase.LOBBY
+    assert phase_of(d.game) is Phase.LOBBY
     out = d.place("b", ROWS)
-    assert d.game.phase is Phase.TURN
+    assert phase_of(d.game) is Phase.TURN
     assert d.game.order == ["c", "a", "b"]
     assert d.game.retained["/players/list"] == '["c","a","b"]'
     first = d.game.current
     assert first in {"a", "b", "c"}
-    i = d.game.order.index(first)  # type: ignore[arg-type]
+    i = d.game.order.index(first)
     expected = [d.game.order[(i + k) % 3] for k in range(6)]
     seen = []
     for _ in range(6):
@@ -217,10 +219,10 @@ def test_min_players_waits_for_enough_joins() -> None:
     d.join("a", "b")
     d.place("a", ROWS)
     d.place("b", ROWS)
-    assert d.game.phase is Phase.LOBBY
+    assert phase_of(d.game) is Phase.LOBBY
     d.join("c")
     d.place("c", ROWS)
-    assert d.game.phase is Phase.TURN
+    assert phase_of(d.game) is Phase.TURN
 
 
 def test_completing_a_fleet_twice_does_not_duplicate_play_order() -> None:
@@ -250,9 +252,9 @@ def test_deadline_starts_with_two_complete_fleets_and_leaves_the_rest_out() -> N
     d.ok(Place("c", "carrier", Placement(0, 0, H), d.now))
     d.place("a", COLUMNS)
     out = d.tick(59.9)
-    assert out == [] and d.game.phase is Phase.LOBBY
+    assert out == [] and phase_of(d.game) is Phase.LOBBY
     out = d.tick(0.2)
-    assert d.game.phase is Phase.TURN
+    assert phase_of(d.game) is Phase.TURN
     assert d.game.order == ["b", "a"]
     (err,) = [p for p in out if p.topic == "/players/c/error"]
     assert not err.retain and "left out" in json.loads(err.payload)["error"]
@@ -267,7 +269,7 @@ def test_too_few_fleets_at_deadline_keeps_lobby_open_removes_the_incomplete_and_
     d.place("a", ROWS)
     d.ok(Place("b", "carrier", ROWS["carrier"], d.now))
     out = d.tick(61)
-    assert d.game.phase is Phase.LOBBY
+    assert phase_of(d.game) is Phase.LOBBY
     assert payloads(out, "/game/deadline") == [f'{{"phase":"placement","at":{d.now + 60:.3f}}}']
     # b never completed its fleet: removed (v2 section 5), told why, its ships cleared
     assert list(d.game.players) == ["a"]
@@ -280,7 +282,7 @@ def test_too_few_fleets_at_deadline_keeps_lobby_open_removes_the_incomplete_and_
     d.rejected(Place("b", "battleship", ROWS["battleship"], d.now), "not a joined player")
     d.join("b")
     d.place("b", ROWS)  # now all complete: starts at once
-    assert d.game.phase is Phase.TURN
+    assert phase_of(d.game) is Phase.TURN
 
 
 def test_squatters_who_never_place_cannot_hold_the_lobby_full() -> None:
@@ -308,7 +310,7 @@ def test_no_deadline_before_the_first_join() -> None:
 
 
 def started(seed: int = 7, **config: float) -> Driver:
-    d = Driver(seed=seed, **config)
+    d = Driver(seed=seed, prefix="", **config)
     d.start({"a": ROWS, "b": COLUMNS})
     return d
 
@@ -456,7 +458,7 @@ def test_no_salvo_can_sink_its_shooter_and_the_last_opponent() -> None:
     one salvo: one shot per afloat ship of the shooter is always one short."""
     d = started()
     me, them = d.cur, other(d)
-    keep = {me: [], them: []}  # one unhit cell per ship, the rest hit
+    keep: dict[str, list[tuple[int, int]]] = {me: [], them: []}  # one unhit cell per ship, the rest hit
     for name in (me, them):
         cells = []
         for ship in SHIP_IDS:
@@ -495,13 +497,13 @@ def test_draw_when_nobody_is_left() -> None:
 
 def test_turn_timeout_ends_salvo_with_partial_shots() -> None:
     d = started(turn_timeout=30)
-    cur, tgt = d.game.current, other(d)
+    cur, tgt = d.cur, other(d)
     d.fire(tgt, *ship_cells(fleet_of(tgt), "carrier")[0])
     assert d.tick(29) == []
     out = d.tick(1)
     assert json.loads(payloads(out, "/game/salvo")[0]) == {"turn": 1, "player": cur, "shots": 1, "hits": 1}
     assert d.game.current == tgt and d.game.turn == 2
-    assert d.game.players[cur].missed == 0  # type: ignore[index]
+    assert d.game.players[cur].missed == 0
 
 
 def test_a_ship_sunk_by_a_salvo_cut_short_by_the_timeout_is_announced_then() -> None:
@@ -674,3 +676,37 @@ def test_the_organiser_closes_a_lobby_and_only_a_lobby() -> None:
     # A game that has started is played out: the request changes nothing.
     d.start({"alice": ROWS, "bob": COLUMNS})
     d.rejected(CloseLobby("too late", d.now), "game in progress")
+
+
+def test_what_the_engine_holds_retained_is_what_its_retained_publishes_left_on_the_broker() -> None:
+    """One write path: after every event, ``game.retained`` is the broker's
+    retained state as built from the publishes alone (a retained "" clears),
+    through lobby, timeouts, drops, game over and reset."""
+    d = Driver(seed=3, turn_timeout=5, max_missed_turns=1, placement_timeout=5, reset_after=5)
+    broker = dict(d.game.retained)  # what the protocol layer publishes when it connects
+
+    def check(effects: list[Publish]) -> None:
+        for p in effects:
+            if p.retain and p.payload:
+                broker[p.topic] = p.payload
+            elif p.retain:
+                broker.pop(p.topic, None)
+        assert broker == d.game.retained
+
+    for game in range(2):
+        d.join("a", "b", "c", "late")
+        check(d.published)
+        d.published.clear()
+        for name, fleet in (("a", ROWS), ("b", COLUMNS), ("c", ROWS)):
+            check(d.place(name, fleet))
+        check(d.tick(5))  # "late" is left out, the game starts
+        rng = random.Random(game)
+        while d.game.current is not None:
+            if rng.random() < 0.1:
+                check(d.tick(5))  # a timeout: its player is dropped
+                continue
+            target = rng.choice([n for n in ("a", "b", "c") if not d.game.players[n].defeated])
+            check(d.fire(target, rng.randrange(10), rng.randrange(10)))
+        check(d.tick(5))  # the reset
+        d.published.clear()
+    assert d.game.game_no == 3

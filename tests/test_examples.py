@@ -6,18 +6,14 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from salvo import tls
 
+from conftest import TeamFactory
 from mosquitto import Mosquitto
-from mqttkit import Team
 
-pytestmark = pytest.mark.mqtt
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -84,12 +80,12 @@ def test_raw_client_plays_a_game_against_the_minimal_bot(broker: Mosquitto, star
 
 
 def test_raw_client_reads_its_refusal_on_game_errors(
-    broker: Mosquitto, start_referee: Any, prefix: str, make_team: Callable[..., Team]
+    broker: Mosquitto, start_referee: Any, prefix: str, make_team: TeamFactory
 ) -> None:
     start_referee()
     alice = make_team("alice")
     alice.join()
-    alice.rec.wait(lambda m: m.topic == alice.t.approved("alice", "carrier"))
+    alice.conn.wait(lambda m: m.topic == alice.t.approved("alice", "carrier"))  # joined
     raw = raw_client("127.0.0.1", broker.port, prefix, "alice", "another-secret", "--password", broker.users["alice"])
     out, _ = raw.communicate(timeout=60)
     assert raw.returncode == 1, out

@@ -5,14 +5,10 @@ sanity bound on memory."""
 
 from __future__ import annotations
 
-import pytest
-
 from salvo.mqtt import Broker
 from salvo.stress import run_arenas, run_flood
 
 from mosquitto import Mosquitto
-
-pytestmark = pytest.mark.mqtt
 
 
 def test_ten_arenas_of_four_players_in_one_referee(broker: Mosquitto) -> None:

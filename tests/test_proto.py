@@ -25,7 +25,8 @@ from mosquitto import Mosquitto
 from mqttkit import Recorder
 
 grpc_tools = pytest.importorskip("grpc_tools.protoc")
-# (protobuf ships no type stubs here: its names are Any to mypy)
+# (protobuf ships no type stubs here: its names are Any to mypy; "unused-ignore"
+# for an environment where types-protobuf is installed)
 from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 from google.protobuf.message import Message  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 
@@ -82,7 +83,6 @@ def agree(payload: bytes | str, proto_cls: type[Message], model: type[BaseModel]
         assert value == expected, (proto_cls.__name__, name, value, expected)
 
 
-@pytest.mark.mqtt
 def test_messages_of_a_real_game_parse_and_agree(
     pb: ModuleType, broker: Mosquitto, start_referee: Any, prefix: str
 ) -> None:

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import pytest
 
 from salvo.rules import FLEET, SHIP_IDS, Orientation, Placement
 
+from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS, all_cells
 from mosquitto import Mosquitto
 from mqttkit import Msg, Recorder, Team, wait_until
-
-pytestmark = pytest.mark.mqtt
 
 LOW_ROWS = {s: Placement(0, 5 + i, Orientation.HORIZONTAL) for i, s in enumerate(SHIP_IDS)}
 FLEETS = {"alice": ROWS, "bob": COLUMNS, "carol": LOW_ROWS}
@@ -72,12 +70,21 @@ def referee_published(messages: list[Msg]) -> list[Msg]:
     return [m for m in messages if not m.topic.endswith(INBOUND)]
 
 
+def numbered(topic: str, n: int) -> Callable[[Msg], bool]:
+    """A message on ``topic`` (/game/turn, /game/salvo) for turn ``n``."""
+    return lambda m: m.topic == topic and bool(m.payload) and m.json()["turn"] == n
+
+
+def on_topic(topic: str) -> Callable[[Msg], bool]:
+    return lambda m: m.topic == topic
+
+
 def test_full_three_player_game(
-    broker: Mosquitto, start_referee: object, make_team: object, watcher: Recorder, prefix: str
+    broker: Mosquitto, start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str
 ) -> None:
-    start_referee(turn_timeout=15, reset_after=1.5, seed=4)  # type: ignore[operator]
+    start_referee(turn_timeout=15, reset_after=1.5, seed=4)
     P = f"/{prefix}"
-    teams: dict[str, Team] = {n: make_team(n) for n in FLEETS}  # type: ignore[operator]
+    teams: dict[str, Team] = {n: make_team(n) for n in FLEETS}
 
     # -- presence ---------------------------------------------------------------
     assert watcher.wait_for(f"{P}/game/server", "up").retain
@@ -90,9 +97,9 @@ def test_full_three_player_game(
     # -- lobby: joins (one plain, two sealed) -----------------------------------------
     teams["alice"].join()
     watcher.wait_for(f"{P}/players/count", "1")
-    teams["bob"].join(sealed=True)
+    teams["bob"].sealed_join()
     watcher.wait_for(f"{P}/players/count", "2")
-    teams["carol"].join(sealed=True)
+    teams["carol"].sealed_join()
     count = watcher.wait_for(f"{P}/players/count", "3")
     assert count.retain
     lst = watcher.wait_for(f"{P}/players/list", '["alice","bob","carol"]')
@@ -110,11 +117,11 @@ def test_full_three_player_game(
     for name in ["carol", "alice", "bob"]:
         teams[name].place_fleet(FLEETS[name])
         for ship in SHIP_IDS:
-            approved = teams[name].rec.wait_for(f"{P}/players/{name}/ships/{ship}/approved", "true")
+            approved = teams[name].conn.wait_for(f"{P}/players/{name}/ships/{ship}/approved", "true")
             assert approved.retain
     assert watcher.wait_for(f"{P}/game/state", "turn").retain
     assert not [m for m in watcher.on(f"{P}/players/count", after=mark) if m.payload != b"3"]
-    assert watcher.latest(f"{P}/players/list").text == '["carol","alice","bob"]'  # type: ignore[union-attr]
+    assert watcher.text(f"{P}/players/list") == '["carol","alice","bob"]'
 
     # -- turns ------------------------------------------------------------------------------
     model = Model()
@@ -123,7 +130,7 @@ def test_full_three_player_game(
     turn_no = 0
     while True:
         turn_no += 1
-        turn_msg = watcher.wait(lambda m, n=turn_no: m.topic == f"{P}/game/turn" and m.json()["turn"] == n)
+        turn_msg = watcher.wait(numbered(f"{P}/game/turn", turn_no))
         assert turn_msg.retain
         info = turn_msg.json()
         shooter = info["player"]
@@ -134,16 +141,16 @@ def test_full_three_player_game(
         assert current.text == shooter and current.retain
         mark = watcher.mark()
         target, cells = model.salvo(shooter, turn_no, info["shots"])
-        target_mark = teams[target].rec.mark()
+        target_mark = teams[target].conn.mark()
         for x, y in cells:
             teams[shooter].fire(target, x, y, turn=turn_no)
-        salvo = watcher.wait(lambda m, n=turn_no: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n, after=mark)
+        salvo = watcher.wait(numbered(f"{P}/game/salvo", turn_no), after=mark)
         hits, sunk, defeated = model.apply(shooter, turn_no, target, cells)
         assert salvo.retain and salvo.json() == {"turn": turn_no, "player": shooter, "shots": len(cells), "hits": hits}
 
         # the target saw every shot on its private topic, not retained
         hit_topic = f"{P}/players/{target}/hit"
-        target_rec = teams[target].rec
+        target_rec = teams[target].conn
         n_cells = len(cells)
         wait_until(lambda: len(target_rec.on(hit_topic, after=target_mark)) >= n_cells, what="hits")  # noqa: B023
         got = target_rec.on(hit_topic, after=target_mark)
@@ -155,7 +162,7 @@ def test_full_three_player_game(
         # salvo end order: hits -> salvo -> sunk... -> defeated... -> next turn / over
         over = len(model.defeated) >= 2
         tail_topic = f"{P}/game/state" if over else f"{P}/game/current"
-        watcher.wait(lambda m, t=tail_topic: m.topic == t, after=watcher.messages.index(salvo))
+        watcher.wait(on_topic(tail_topic), after=watcher.messages.index(salvo))
         after = referee_published(watcher.messages[mark:])
         first = next(i for i, m in enumerate(after) if m.topic == f"{P}/game/hits")
         seq = after[first:]
@@ -209,7 +216,7 @@ def test_full_three_player_game(
         }
     over_msg = watcher.wait_for(f"{P}/game/state", "over")
     assert over_msg.retain
-    assert json.loads(watcher.latest(f"{P}/game/deadline").payload)["phase"] == "reset"  # type: ignore[union-attr]
+    assert json.loads(watcher.text(f"{P}/game/deadline") or "null")["phase"] == "reset"
 
     # -- reset: every retained topic of the game is cleared, the lobby reopens ---------------
     over_at = watcher.messages.index(over_msg)

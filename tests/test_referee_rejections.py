@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -17,10 +16,9 @@ from salvo import crypto
 from salvo.engine import Game
 from salvo.referee import Referee
 
+from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS
 from mqttkit import Msg, Recorder, Team, wait_until
-
-pytestmark = pytest.mark.mqtt
 
 
 @dataclass
@@ -43,9 +41,13 @@ class Arena:
             after=after,
         )
 
+    def sync(self) -> None:
+        """Every message the broker took so far has reached the watcher."""
+        self.watcher.sync(f"{self.P}/sync")
+
 
 @pytest.fixture
-def lobby(start_referee: Any, make_team: Any, watcher: Recorder, prefix: str) -> Iterator[Arena]:
+def lobby(start_referee: RefereeFactory, make_team: TeamFactory, watcher: Recorder, prefix: str) -> Iterator[Arena]:
     ref = start_referee(max_players=3, turn_timeout=20)
     P = f"/{prefix}"
     teams = {n: make_team(n) for n in ("alice", "bob")}
@@ -68,7 +70,7 @@ def turn(lobby: Arena) -> Arena:
     return lobby
 
 
-def test_a_refused_join_is_reported_on_game_errors_only(lobby: Arena, make_team: Any) -> None:
+def test_a_refused_join_is_reported_on_game_errors_only(lobby: Arena, make_team: TeamFactory) -> None:
     before = lobby.game.snapshot()
     mark = lobby.watcher.mark()
     impostor = make_team("alice", secret="another-secret", login="mallory")  # mallory's login, alice's name
@@ -81,6 +83,7 @@ def test_a_refused_join_is_reported_on_game_errors_only(lobby: Arena, make_team:
         "code": "name_taken",
         "request_id": "forged-1",
     }
+    lobby.sync()
     assert not lobby.watcher.on(f"{lobby.P}/players/alice/error", after=mark)
     assert lobby.game.snapshot() == before
 
@@ -95,16 +98,20 @@ def test_the_broker_delivers_an_oversized_join_so_the_referee_can_say_why(lobby:
 
 
 def test_a_placement_error_reaches_the_ships_error_topic(lobby: Arena) -> None:
-    mark = lobby.watcher.mark()
-    alice = lobby.teams["alice"]
-    alice.rec.publish(
-        f"{lobby.P}/players/alice/ships/carrier/place",
-        crypto.seal(alice.key, '{"coordinates":{"x":6,"y":0},"orientation":"horizontal"}'),
-    )
-    report = alice.rec.wait_for(f"{lobby.P}/players/alice/ships/carrier/error", after=alice.rec.mark() - 1)
-    assert not report.retain and report.json()["code"] == "off_board"
-    assert lobby.watcher.latest(f"{lobby.P}/players/alice/ships/carrier/approved").text == "false"  # type: ignore[union-attr]
-    assert not lobby.watcher.on(f"{lobby.P}/game/errors", after=mark)
+    P, alice = lobby.P, lobby.teams["alice"]
+    mark, own = lobby.watcher.mark(), alice.conn.mark()
+    alice.place_raw("carrier", '{"coordinates":{"x":6,"y":0},"orientation":"horizontal"}')
+    report = alice.conn.wait_for(f"{P}/players/alice/ships/carrier/error", after=own)  # alice reads it
+    assert not report.retain
+    assert report.json() | {"error": ""} == {
+        "topic": f"{P}/players/alice/ships/carrier/place",
+        "error": "",
+        "code": "off_board",
+    }
+    lobby.watcher.wait_for(f"{P}/players/alice/ships/carrier/error", after=mark)
+    lobby.sync()
+    assert lobby.watcher.text(f"{P}/players/alice/ships/carrier/approved") == "false"
+    assert not lobby.watcher.on(f"{P}/game/errors", after=mark)
 
 
 def test_a_fire_error_reaches_its_sender_and_nobody_else(turn: Arena) -> None:
@@ -114,8 +121,10 @@ def test_a_fire_error_reaches_its_sender_and_nobody_else(turn: Arena) -> None:
     mark = turn.watcher.mark()
     sender = turn.teams[other]
     sender.fire(cur, 0, 0, turn=turn.game.turn)  # not other's turn
-    report = sender.rec.wait(lambda m: m.topic == f"{turn.P}/players/{other}/error")
+    report = sender.conn.wait(lambda m: m.topic == f"{turn.P}/players/{other}/error")  # other reads it
     assert not report.retain and report.json()["code"] == "not_current_player"
+    turn.report(f"/players/{other}/error", mark)
+    turn.sync()
     assert not turn.watcher.on(f"{turn.P}/players/{cur}/error", after=mark)
     # a signature nobody's key opens: public, on /game/errors
     forged = crypto.sign(crypto.derive_team_key(cur, "guessed"), {"x": 1, "y": 1})

@@ -1,7 +1,7 @@
 """Error reports are capped per error topic (a flood is not mirrored back,
 and one topic's flood does not silence another's); the game's own messages
-are never held by the cap. No broker needed: the runner is built but never
-connected."""
+are never held by the cap; a flood stops the turn's clock. No broker
+needed: the runner is built but never connected."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from salvo import crypto
 from salvo.engine import Config, Publish
 from salvo.mqtt import Broker
-from salvo.referee import REPORTS_PER_S, ArenaRunner, make_arenas
+from salvo.referee import FLOOD_EXTENSION_MAX_S, FLOOD_PER_S, REPORTS_PER_S, ArenaRunner, FloodClock, make_arenas
 
 
 class FakeClient:
@@ -59,3 +59,27 @@ def test_one_topics_flood_does_not_silence_another_teams_reports(tmp_path: Path)
     runner._flush()
     assert out.sent.count("/players/alice/error") == 10  # all of alice's
     assert out.sent.count("/game/errors") == REPORTS_PER_S and runner.dropped_reports == 1000 - REPORTS_PER_S
+
+
+class _Turn:
+    """What FloodClock reads of a game: a running turn with a deadline."""
+
+    game_no, turn = 1, 3
+
+    class phase:
+        value = "turn"
+
+    @staticmethod
+    def next_deadline() -> float:
+        return 2000.0
+
+
+def test_a_flooded_window_is_given_back_whole_and_only_up_to_the_cap() -> None:
+    clock = FloodClock(1000.0)
+    clock.rejected = 2 * FLOOD_PER_S  # a flood ...
+    assert clock.due(1000.5) == 0.0  # (not over yet)
+    assert clock.due(1001.5) == 1.5  # ... seen after 1.5 s: 1.5 s given back, not 1
+    assert clock.extension(_Turn(), 1.5) == 1.5  # type: ignore[arg-type]
+    assert clock.due(1003.0) == 0.0  # a quiet window gives nothing
+    assert clock.extension(_Turn(), FLOOD_EXTENSION_MAX_S) == FLOOD_EXTENSION_MAX_S - 1.5  # type: ignore[arg-type]
+    assert clock.extension(_Turn(), 1.0) == 0.0  # type: ignore[arg-type]

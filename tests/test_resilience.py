@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,10 @@ from salvo.mqtt import Broker
 from salvo.referee import Referee, make_arenas
 from salvo.stress import RefereeProcess
 
+from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from kit import ROWS
 from mosquitto import Mosquitto
-from mqttkit import Recorder, Team, wait_until
-
-pytestmark = pytest.mark.mqtt
+from mqttkit import Msg, Recorder, connect_team, wait_until
 
 SWEEP = [(x, y) for y in range(10) for x in range(10)]
 KILL_POINTS = ["mid_lobby", "mid_placement", "mid_salvo", "after_salvo", "during_over"]
@@ -38,6 +37,18 @@ def referee_process(broker: Mosquitto, prefix: str, workdir: Path) -> RefereePro
     return RefereeProcess(
         Broker.from_url(broker.url("referee")), [prefix], *flags, workdir=workdir, client_id=f"resilience-{prefix}"
     )
+
+
+def turn_or_over(P: str, n: int) -> Callable[[Msg], bool]:
+    """Turn ``n`` announced, or the game over."""
+    return lambda m: (
+        (m.topic == f"{P}/game/turn" and bool(m.payload) and m.json()["turn"] == n)
+        or (m.topic == f"{P}/game/state" and m.payload == b"over")
+    )
+
+
+def salvo_of(P: str, n: int) -> Callable[[Msg], bool]:
+    return lambda m: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n
 
 
 class ScriptedGame:
@@ -54,7 +65,7 @@ class ScriptedGame:
         self.P = f"/{self.prefix}"
         self.ref = referee_process(broker, self.prefix, workdir)
         self.watch = Recorder(broker, "referee", [f"{self.P}/#"])
-        self.teams = {n: Team(broker, self.prefix, n) for n in ("alice", "bob")}
+        self.teams = {n: connect_team(broker, self.prefix, n) for n in ("alice", "bob")}
         self.swept = dict.fromkeys(self.teams, 0)
         self.sent_while_down: list[tuple[str, int, int]] = []
 
@@ -98,14 +109,7 @@ class ScriptedGame:
         turn = 0
         while True:
             turn += 1
-            msg = w.wait(
-                lambda m, n=turn: (
-                    (m.topic == f"{P}/game/turn" and bool(m.payload) and m.json()["turn"] == n)
-                    or (m.topic == f"{P}/game/state" and m.payload == b"over")
-                ),
-                timeout=30,
-                what=f"turn {turn}",
-            )
+            msg = w.wait(turn_or_over(P, turn), timeout=30, what=f"turn {turn}")
             if msg.topic.endswith("/state"):
                 break
             info = msg.json()
@@ -118,6 +122,7 @@ class ScriptedGame:
                 hit_topic = f"{P}/players/{target}/hit"
                 for x, y in cells[:2]:
                     self.teams[shooter].fire(target, x, y, turn=turn)
+                # (called at once: the loop variables cannot change under it)
                 wait_until(lambda: len(w.on(hit_topic, after=mark)) >= 2, what="the first two hits")  # noqa: B023
                 self.ref.kill()
                 for x, y in cells[2:]:  # accepted only once the referee is back
@@ -125,7 +130,7 @@ class ScriptedGame:
                     self.sent_while_down.append((target, x, y))
                 before = {(m.json()["turn"], m.json()["shot"]): m.json() for m in w.on(hit_topic, after=mark)}
                 back = self.restart()
-                w.wait(lambda m, n=turn: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n, after=mark)
+                w.wait(salvo_of(P, turn), after=mark)
                 # Published at least once: a hit told before the kill may come again, the same.
                 again = [m.json() for m in w.on(hit_topic, after=back)]
                 assert all(before[h["turn"], h["shot"]] == h for h in again if (h["turn"], h["shot"]) in before)
@@ -134,7 +139,7 @@ class ScriptedGame:
             else:
                 for x, y in cells:
                     self.teams[shooter].fire(target, x, y, turn=turn)
-            w.wait(lambda m, n=turn: m.topic == f"{P}/game/salvo" and m.json()["turn"] == n, after=mark, timeout=30)
+            w.wait(salvo_of(P, turn), after=mark, timeout=30)
             if kill_at == "after_salvo" and turn == 7:
                 self.ref.kill()
                 self.restart()
@@ -180,7 +185,7 @@ class ScriptedGame:
         self.ref.stop()
         self.watch.close()
         for t in self.teams.values():
-            t.close()
+            t.conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -214,11 +219,10 @@ def test_sigkill_and_restart_ends_the_same_game(
 
 
 @pytest.fixture(params=[True, False], ids=["broker-persistence", "no-broker-persistence"])
-def own_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Mosquitto]:
-    mosq = Mosquitto(tmp_path / "mosquitto", persistence=request.param)
+def own_broker(request: pytest.FixtureRequest, new_broker: BrokerFactory) -> Mosquitto:
+    mosq = new_broker("mosquitto", persistence=request.param)
     mosq.start()
-    yield mosq
-    mosq.stop()
+    return mosq
 
 
 def test_game_survives_a_broker_restart(own_broker: Mosquitto, tmp_path: Path) -> None:
@@ -258,7 +262,7 @@ def test_game_survives_a_broker_restart(own_broker: Mosquitto, tmp_path: Path) -
 
 
 def test_a_new_referee_clears_stale_retained_state(
-    broker: Mosquitto, start_referee: Any, make_team: Any, prefix: str
+    broker: Mosquitto, start_referee: RefereeFactory, make_team: TeamFactory, prefix: str
 ) -> None:
     """A referee without the previous referee's state file owns the arena:
     retained game topics it does not hold are cleared before it says 'up'.

@@ -1,30 +1,52 @@
-"""The arena thread drives its own paho connections (no paho threads): it
-connects with back-off, serves a broker that comes up after it, and takes
-work handed over by other threads."""
+"""The loop thread drives every arena's paho connections (no paho threads):
+it connects with back-off, serves a broker that comes up after it, takes
+work handed over by other threads, and keeps a crash or a failing journal
+where it belongs."""
 
 from __future__ import annotations
 
 import itertools
 import logging
 import random
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import MQTTErrorCode
 
-from salvo import crypto
+from salvo import crypto, presence, runner
+from salvo.connection import Link, acknowledged
 from salvo.engine import Config, Event
+from salvo.localbroker import free_port
+from salvo.loop import Loop
 from salvo.mqtt import Broker, connect_async, new_client
-from salvo.perf import free_port
 from salvo.protocol import Log
-from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, Stop, _acknowledged, _Link, emit, make_arenas
+from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, Stop, emit, make_arenas
 from salvo.store import StoreFailure
 from salvo.topics import Topics
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
+
+
+class _Clock(Loop):
+    """A loop whose time is whatever the test says: timers are collected and
+    run by ``advance``, nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        super().__init__(clock=lambda: self.now)
+
+    def advance(self, until: float) -> None:
+        while self._ready or (self._timers and self._timers[0][0] <= until):
+            if not self._ready:
+                self.now = self._timers[0][0]
+            self.run_once(0)
+        self.now = until
 
 
 def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,28 +60,30 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: 
     broker = Broker.from_url(f"mqtt://127.0.0.1:{free_port()}")  # nothing listens there
     client = new_client(broker, "backoff")
     connect_async(client, broker)
+    loop = _Clock()
     tries: list[float] = []
     real = client.reconnect
 
-    def counted() -> paho.MQTTErrorCode:
-        tries.append(now)
+    def counted() -> MQTTErrorCode:
+        tries.append(loop.now)
         return real()
 
     client.reconnect = counted  # type: ignore[method-assign]
-    link = _Link(client, "connection")
-    now = 0.0
-    while now < 20:
-        link.connect_due(now, "t", broker)
-        now += 0.001
+    link = Link(loop, client, "connection", name="t", broker=broker)
+    link.start()
+    loop.advance(20.0)
     gaps = [b - a for a, b in itertools.pairwise(tries)]
     assert tries[0] == 0.0
-    assert gaps[:4] == pytest.approx([RETRY_MIN_S, 2 * RETRY_MIN_S, 4 * RETRY_MIN_S, 8 * RETRY_MIN_S], abs=0.002)
+    assert gaps[:4] == pytest.approx([RETRY_MIN_S, 2 * RETRY_MIN_S, 4 * RETRY_MIN_S, 8 * RETRY_MIN_S])
     # capped: back within a second of the broker's return
-    assert max(gaps) == pytest.approx(RETRY_MAX_S, abs=0.002) and gaps[-1] == pytest.approx(RETRY_MAX_S, abs=0.002)
+    assert max(gaps) == pytest.approx(RETRY_MAX_S) and gaps[-1] == pytest.approx(RETRY_MAX_S)
+    assert len(tries) == 4 + 1 + (20 - 1.5) // RETRY_MAX_S  # tried only when due, never in between
     assert set(jitter) == {(0.5, 1.0)}  # every wait is jittered: many links do not retry in step
     assert client.socket() is None
+    loop.close()
 
 
+@pytest.mark.mqtt
 def test_a_referee_started_before_its_broker_connects_when_it_comes_up(tmp_path: Path) -> None:
     mosq = Mosquitto(tmp_path / "late-broker")
     prefix = f"t{uuid.uuid4().hex[:12]}"
@@ -117,14 +141,14 @@ def test_arenas_share_one_thread_and_one_that_crashes_stops_alone(broker: Mosqui
     def bug(*_a: object) -> list[object]:
         raise ZeroDivisionError("a bug in the arena")
 
-    arenas[0].on_key = bug  # type: ignore[method-assign]
+    arenas[0].on_key = bug  # type: ignore[method-assign, assignment]
     ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"one-{tag}")
     ref.start()
     rec = Recorder(broker, "referee", [f"/{fine}/#", f"/{doomed}/#"])
     try:
         assert ref.wait_connected(10)
-        threads = {r._thread for r in ref.runners}
-        assert len(threads) == 1 and next(iter(threads)) is not None
+        assert {r.loop for r in ref.runners} == {ref.loop}  # one loop, on one thread
+        assert {t.name for t in threading.enumerate()} >= {"arenas"}
         rec.wait_for(f"/{doomed}/game/server", "up", timeout=10)
         rec.publish(Topics(doomed).request_participation, '{"name": "ann", "secret": "s"}')
         wait_until(lambda: not ref.runners[0].alive, 10, "the crashed arena to stop")
@@ -209,13 +233,109 @@ def test_a_result_published_while_cut_off_counts_once_the_broker_acknowledges_it
     is_published() raises; the journal's published mark must still move on."""
     client = new_client(Broker.from_url(broker.url("referee")), f"ack-{uuid.uuid4().hex[:8]}")
     info = client.publish("/ack/probe", "x", qos=1)  # not connected yet: queued
-    assert info.rc == paho.MQTT_ERR_NO_CONN and not _acknowledged(info)
+    assert info.rc == paho.MQTT_ERR_NO_CONN and not acknowledged(info)
     with pytest.raises(RuntimeError):
-        info.is_published()  # what _acknowledged works around
+        info.is_published()  # what acknowledged works around
     connect_async(client, Broker.from_url(broker.url("referee")))
     client.loop_start()
     try:
-        wait_until(lambda: _acknowledged(info), 10, "the PUBACK of a message queued while cut off")
+        wait_until(lambda: acknowledged(info), 10, "the PUBACK of a message queued while cut off")
     finally:
         client.loop_stop()
         client.disconnect()
+
+
+def test_an_arena_whose_sweep_hangs_holds_up_no_other(
+    broker: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The start-up sweep is a state of its arena, not a wait of the loop:
+    one sweep whose marker never comes back delays that arena alone."""
+    tag = uuid.uuid4().hex[:8]
+    stuck, others = f"s{tag}", [f"o{tag}{i}" for i in range(20)]
+    arenas = make_arenas([stuck, *others], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    monkeypatch.setattr(presence, "SWEEP_TIMEOUT_S", 3.0)
+    real = presence.Sweep.start
+
+    def marker_lost(sweep: presence.Sweep) -> None:
+        real(sweep)
+        if sweep.topics.prefix == stuck:
+            sweep._token = b"never comes back"
+
+    monkeypatch.setattr(presence.Sweep, "start", marker_lost)
+    ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"sweep-{tag}")
+    ref.start()
+    try:
+        wait_until(lambda: all(r.connected.is_set() for r in ref.runners[1:]), 2.5, "the other arenas up")
+        assert not ref.runners[0].connected.is_set()  # still sweeping
+        assert ref.runners[0].alive
+        with caplog.at_level(logging.WARNING, "salvo.referee"):
+            assert ref.runners[0].connected.wait(10), "the stuck arena up after the sweep's timeout"
+        assert "start-up sweep incomplete" in caplog.text
+    finally:
+        ref.stop()
+
+
+def test_a_stop_says_down_for_every_arena_and_is_quick(broker: Mosquitto, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    prefixes = [f"q{tag}{i}" for i in range(30)]
+    arenas = make_arenas(prefixes, Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"stop-{tag}")
+    rec = Recorder(broker, "referee", ["/+/game/server"])
+    ref.start()
+    try:
+        assert ref.wait_connected(10)
+        for p in prefixes:
+            rec.wait_for(f"/{p}/game/server", "up")
+        mark = rec.mark()
+        t0 = time.monotonic()
+        ref.stop()
+        assert time.monotonic() - t0 < 1.5
+        assert ref.fatal is None and not any(r.alive for r in ref.runners)
+        for p in prefixes:
+            rec.wait_for(f"/{p}/game/server", "down", after=mark)
+        # 'down' acknowledged, then a clean DISCONNECT (no will needed)
+        wait_until(lambda: f"Client stop-{tag}-q{tag}0-out disconnected" in broker.log(), 5, "a clean DISCONNECT")
+    finally:
+        rec.close()
+
+
+def test_a_down_the_broker_never_acknowledges_is_said_by_the_last_will(
+    broker: Mosquitto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    (arena,) = make_arenas([f"w{tag}"], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    ref = Referee([arena], Broker.from_url(broker.url("referee")), client_id=f"will-{tag}")
+    rec = Recorder(broker, "referee", [f"/w{tag}/game/server"])
+    ref.start()
+    try:
+        assert ref.wait_connected(10)
+        rec.wait_for(f"/w{tag}/game/server", "up")
+        monkeypatch.setattr(presence, "acknowledged", lambda _info: False)  # the PUBACK "lost"
+        t0 = time.monotonic()
+        ref.stop()
+        assert runner.DOWN_WAIT_S <= time.monotonic() - t0 < 1.5
+        rec.wait_for(f"/w{tag}/game/server", "down")
+        wait_until(lambda: f"will-{tag}-w{tag}-out closed its connection" in broker.log(), 5, "the dropped connection")
+    finally:
+        rec.close()
+
+
+def test_a_referee_over_tls_plays_a_salvo_of_messages(broker: Mosquitto, tmp_path: Path) -> None:
+    """TLS keeps decrypted bytes the selector cannot see: a burst of
+    messages must still be read to the end without waiting for more."""
+    tag = uuid.uuid4().hex[:8]
+    t = Topics(f"tls{tag}")
+    arenas = make_arenas([t.prefix], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    target = Broker.from_url(broker.tls_url("referee")).with_ca_file(str(broker.ca_file))
+    ref = Referee(arenas, target, client_id=f"tls-{tag}")
+    ref.start()
+    rec = Recorder(broker, "referee", [f"/{t.prefix}/#"])
+    try:
+        assert ref.wait_connected(10)
+        names = [f"p{i}" for i in range(8)]
+        for name in names:  # one burst, read through TLS
+            rec.publish(t.request_participation, f'{{"name": "{name}", "secret": "s"}}')
+        wait_until(lambda: set(names) <= set(ref.runners[0].arena.game.players), 15, "every join applied")
+    finally:
+        rec.close()
+        ref.stop()

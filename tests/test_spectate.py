@@ -140,7 +140,6 @@ def test_the_server_reads_only_public_topics() -> None:
     assert [f for f in subs if f.startswith("/tournament")] == ["/tournament/standings", "/tournament/schedule"]
 
 
-@pytest.mark.mqtt
 def test_a_stream_sends_the_retained_state_then_live_messages(
     serve: Callable[..., SpectatorServer], tidy: Recorder, prefix: str
 ) -> None:
@@ -196,7 +195,6 @@ def test_a_stream_sends_the_retained_state_then_live_messages(
         fresh.close()
 
 
-@pytest.mark.mqtt
 def test_a_new_broker_connection_resets_every_stream(
     broker: Mosquitto, serve: Callable[..., SpectatorServer], tidy: Recorder, prefix: str
 ) -> None:
@@ -217,7 +215,6 @@ def test_a_new_broker_connection_resets_every_stream(
         stream.close()
 
 
-@pytest.mark.mqtt
 def test_a_topic_cleared_while_the_server_was_away_is_forgotten(
     broker: Mosquitto, serve: Callable[..., SpectatorServer], tidy: Recorder, prefix: str
 ) -> None:
@@ -291,7 +288,6 @@ def test_cli_refuses_a_bad_broker_url() -> None:
     assert result.exit_code == ExitCode.USAGE and "--broker" in result.output
 
 
-@pytest.mark.mqtt
 def test_cli_stops_when_the_broker_refuses_its_credentials(broker: Mosquitto, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("signal.signal", lambda *_: None)  # leave pytest's SIGTERM alone
     args = ["spectate", "--port", "0", "--broker", broker.url(), "--username", "alice", "--password", "wrong"]
@@ -355,7 +351,6 @@ def _until(driver: Any, what: str, check: Any, timeout: float = 20) -> None:
         raise AssertionError(f"the page never showed {what}; it shows:\n{_text(driver, 'body')}") from None
 
 
-@pytest.mark.mqtt
 def test_the_page_follows_a_live_game_in_chromium(
     broker: Mosquitto,
     serve: Callable[..., SpectatorServer],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -18,9 +17,9 @@ from salvo.errors import Rejection
 from salvo.teams import Registry, add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
 from salvo.tls import certificate_fingerprint
 
-from conftest import RefereeFactory
+from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from mosquitto import Mosquitto
-from mqttkit import Recorder, Team
+from mqttkit import Recorder
 
 
 def test_hash_matches_mosquitto_passwd_format() -> None:
@@ -55,17 +54,14 @@ def _connack(client: paho.Client) -> int:
     raise TimeoutError("no CONNACK")
 
 
-def test_mosquitto_accepts_the_password_file_we_write(tmp_path: Path) -> None:
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+def test_mosquitto_accepts_the_password_file_we_write(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    mosq = new_broker(users={"referee": "referee-pw"})
     card = add_team(tmp_path / "teams.json", mosq.passwd, "zed")
     assert set(read_passwd(mosq.passwd)) == {"referee", "zed"}  # mosquitto_passwd's line kept
     mosq.start()
-    try:
-        assert _connect(mosq.port, "zed", card.mqtt_password) == 0
-        assert _connect(mosq.port, "zed", card.mqtt_password + "x") != 0
-        assert _connect(mosq.port, "referee", "referee-pw") == 0
-    finally:
-        mosq.stop()
+    assert _connect(mosq.port, "zed", card.mqtt_password) == 0
+    assert _connect(mosq.port, "zed", card.mqtt_password + "x") != 0
+    assert _connect(mosq.port, "referee", "referee-pw") == 0
 
 
 def test_teams_cli_add_list_remove(tmp_path: Path) -> None:
@@ -139,29 +135,25 @@ def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path) -> None:
     assert plain.exit_code == 0 and "CA file" not in plain.output and "plain text" in plain.output
 
 
-@pytest.mark.mqtt
-def test_team_added_to_a_running_broker_plays_after_sighup(tmp_path: Path) -> None:
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+def test_team_added_to_a_running_broker_plays_after_sighup(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    mosq = new_broker(users={"referee": "referee-pw"})
     mosq.start()
+    runner = CliRunner()
+    files = ["--registry", str(tmp_path / "teams.json"), "--passwd", str(mosq.passwd)]
+    added = runner.invoke(main, ["teams", "add", "zed", *files, "--broker-url", mosq.tls_url()])
+    assert added.exit_code == 0, added.output
+    password = next(line.split()[-1] for line in added.output.splitlines() if line.startswith("MQTT password:"))
+    mosq.users["zed"] = password
+    mosq.reload()
+    zed = Recorder(mosq, "zed", ["/game/state"])  # over the plain listener: same logins, same ACL
+    referee = Recorder(mosq, "referee", [])
     try:
-        runner = CliRunner()
-        files = ["--registry", str(tmp_path / "teams.json"), "--passwd", str(mosq.passwd)]
-        added = runner.invoke(main, ["teams", "add", "zed", *files, "--broker-url", mosq.tls_url()])
-        assert added.exit_code == 0, added.output
-        password = next(line.split()[-1] for line in added.output.splitlines() if line.startswith("MQTT password:"))
-        mosq.users["zed"] = password
-        mosq.reload()
-        zed = Recorder(mosq, "zed", ["/game/state"])  # over the plain listener: same logins, same ACL
-        referee = Recorder(mosq, "referee", [])
-        try:
-            assert zed.publish("/game/request_participation", "{}") < 0x80
-            referee.publish("/game/state", "lobby")
-            zed.wait_for("/game/state", "lobby")
-        finally:
-            zed.close()
-            referee.close()
+        assert zed.publish("/game/request_participation", "{}") < 0x80
+        referee.publish("/game/state", "lobby")
+        zed.wait_for("/game/state", "lobby")
     finally:
-        mosq.stop()
+        zed.close()
+        referee.close()
 
 
 def test_referee_admits_only_registered_teams_with_their_secret(
@@ -169,7 +161,7 @@ def test_referee_admits_only_registered_teams_with_their_secret(
     prefix: str,
     tmp_path: Path,
     start_referee: RefereeFactory,
-    make_team: Callable[..., Team],
+    make_team: TeamFactory,
     watcher: Recorder,
 ) -> None:
     registry_file = tmp_path / "teams.json"
@@ -197,9 +189,9 @@ def test_referee_admits_only_registered_teams_with_their_secret(
         "request_id": "carol-1",
     }
     # refusals never go to a team's own error topic: the sender proved nothing
+    watcher.sync(f"{P}/sync")
     assert not watcher.on(f"{P}/players/carol/error") and not watcher.on(f"{P}/players/bob/error")
-    assert watcher.latest(f"{P}/players/list") is not None
-    assert watcher.latest(f"{P}/players/list").payload == b'["alice"]'  # type: ignore[union-attr]
+    assert watcher.text(f"{P}/players/list") == '["alice"]'
 
     # Registered during the evening: no restart needed.
     add_team(registry_file, tmp_path / "passwd", "dave", secret="dave-secret-for-tests")

@@ -15,12 +15,13 @@ import pytest
 
 from salvo.bots import make_strategy
 from salvo.client import GameRecord
-from salvo.conformance.harness import Recorder
 from salvo.errors import Code, Illegal
 from salvo.mqtt import Broker
 from salvo.teams import add_team
 from salvo.tournament import GameResult, follow, round_robin, standings, swiss_round
+from salvo.watch import Recorder
 
+from conftest import BrokerFactory
 from mosquitto import Mosquitto
 
 
@@ -56,10 +57,9 @@ def test_swiss_avoids_rematches() -> None:
     assert not {frozenset(p) for p in first} & {frozenset(p) for p in second}
 
 
-@pytest.mark.mqtt
-def test_a_simulated_evening(tmp_path: Path) -> None:
+def test_a_simulated_evening(new_broker: BrokerFactory, tmp_path: Path) -> None:
     names = [f"team{i}" for i in range(1, 9)]
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+    mosq = new_broker(users={"referee": "referee-pw"})
     registry = tmp_path / "teams.json"
     cards = {n: add_team(registry, mosq.passwd, n) for n in names}
     mosq.start()
@@ -173,13 +173,12 @@ def _director_cmd(mosq: Mosquitto, tmp_path: Path, registry: Path, *extra: str) 
     ]
 
 
-@pytest.mark.mqtt
-def test_a_no_show_and_a_director_killed_mid_game(tmp_path: Path) -> None:
+def test_a_no_show_and_a_director_killed_mid_game(new_broker: BrokerFactory, tmp_path: Path) -> None:
     """team4 never comes: its three games are forfeited to the opponents that
     turned up. The director is killed with SIGKILL while a game runs and
     started again: the game carries on in its arena, nothing is played twice."""
     names = ["team1", "team2", "team3", "team4"]
-    mosq = Mosquitto(tmp_path / "broker", users={"referee": "referee-pw"})
+    mosq = new_broker(users={"referee": "referee-pw"})
     registry = tmp_path / "teams.json"
     cards = {n: add_team(registry, mosq.passwd, n) for n in names}
     mosq.start()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml  # type: ignore[import-untyped]
+import yaml  # type: ignore[import-untyped]  # PyYAML has no inline types; types-PyYAML is no test dependency
 from cryptography import x509
 
 from salvo import tls
@@ -28,7 +28,6 @@ from mqttkit import Recorder, wait_until
 SECRETS = {"alice": "alice-secret-for-tests", "bob": "bob-secret-for-tests"}
 
 
-@pytest.mark.mqtt
 def test_team_joins_over_tls_with_the_generated_ca(
     broker: Mosquitto, start_referee: Any, prefix: str, watcher: Recorder
 ) -> None:
@@ -39,7 +38,6 @@ def test_team_joins_over_tls_with_the_generated_ca(
         watcher.wait_for(f"/{prefix}/players/list", '["alice"]')
 
 
-@pytest.mark.mqtt
 def test_client_without_the_ca_is_refused(broker: Mosquitto, prefix: str, tmp_path: Path) -> None:
     impostor_ca = tls.issue(tmp_path / "other").ca_cert  # a CA, but not the broker's
     for ca_file in (None, str(impostor_ca)):
@@ -52,7 +50,6 @@ def test_client_without_the_ca_is_refused(broker: Mosquitto, prefix: str, tmp_pa
     sdk.close()
 
 
-@pytest.mark.mqtt
 def test_the_venue_listener_refuses_anonymous_clients(broker: Mosquitto) -> None:
     """Anonymous clients could otherwise hold all of the teams' listener's
     connections (max_connections) and keep the teams out; they may read the
@@ -156,7 +153,6 @@ def taps(broker: Mosquitto) -> Iterator[tuple[Tap, Tap]]:
     tls_tap.close()
 
 
-@pytest.mark.mqtt
 def test_a_sniffer_reads_credentials_on_plain_mqtt_but_not_over_tls(
     broker: Mosquitto, start_referee: Any, prefix: str, watcher: Recorder, taps: tuple[Tap, Tap]
 ) -> None:

@@ -9,9 +9,12 @@ import re
 import pytest
 from pydantic import BaseModel
 
-from salvo import wire
-from salvo.errors import Malformed
+from salvo import payloads, wire
+from salvo.codec import error_report
+from salvo.errors import Code, Malformed
+from salvo.payloads import Publish
 from salvo.rules import Orientation, Placement
+from salvo.topics import Outbound, Published, Topics
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -104,7 +107,7 @@ def test_join_reasons_never_echo_the_input() -> None:
         assert "secret" in info.value.reason
 
 
-MODELS: list[tuple[str, type[BaseModel] | None]] = [
+MODELS: list[tuple[str, type[BaseModel]]] = [
     (r"/game/deadline", wire.Deadline),
     (r"/game/turn", wire.TurnInfo),
     (r"/game/salvo", wire.SalvoResult),
@@ -132,7 +135,145 @@ def test_every_engine_payload_matches_its_wire_model_exactly() -> None:
         for pattern, model in MODELS:
             if re.fullmatch(pattern, p.topic) and p.payload:
                 seen.add(pattern)
-                parsed = model.model_validate_json(p.payload)  # type: ignore[union-attr]
+                parsed = model.model_validate_json(p.payload)
                 # every key is the model's, and every field the model has a value for was sent
                 assert set(json.loads(p.payload)) == parsed.model_fields_set, p
     assert seen == {pattern for pattern, _ in MODELS}
+
+
+# -- salvo.payloads: each template built and read back with its model -------------------
+
+T = Topics("arena")
+
+
+def exactly(model: type[BaseModel], payload: str) -> BaseModel:
+    """``payload`` read with ``model``: valid, and every key sent is a field the model set."""
+    parsed = model.model_validate_json(payload)
+    assert set(json.loads(payload)) == parsed.model_fields_set, payload
+    return parsed
+
+
+def test_each_referee_payload_is_exact_and_valid_for_its_model() -> None:
+    cases: list[tuple[str, type[BaseModel], dict[str, object]]] = [
+        (payloads.deadline("turn", 1_763_812_345.1236), wire.Deadline, {"phase": "turn", "at": 1_763_812_345.124}),
+        (payloads.turn(7, payloads.quote("bob"), 5), wire.TurnInfo, {"turn": 7, "player": "bob", "shots": 5}),
+        (
+            payloads.salvo(7, payloads.quote('o"dd é'), 3, 1),
+            wire.SalvoResult,
+            {"turn": 7, "player": 'o"dd é', "shots": 3, "hits": 1},
+        ),
+        (payloads.hit("t", 37, 12, 2).payload, wire.Hit, {"x": 7, "y": 3, "turn": 12, "shot": 2}),
+        (
+            payloads.stats_summary("bob", 40, 120, 17, 12.34567, "victory"),
+            wire.StatsSummary,
+            {"winner": "bob", "turns": 40, "shots": 120, "hits": 17, "duration_s": 12.346, "termination": "victory"},
+        ),
+        (
+            payloads.stats_summary(None, 3, 0, 0, 0.0, "draw"),
+            wire.StatsSummary,
+            {"winner": None, "turns": 3, "shots": 0, "hits": 0, "duration_s": 0.0, "termination": "draw"},
+        ),
+        (
+            payloads.player_stats(2, 3, 1, 0, 5, 9, "timeout"),
+            wire.PlayerStats,
+            {
+                "place": 2,
+                "shots": 3,
+                "hits": 1,
+                "accuracy": 0.3333,
+                "ships_sunk": 0,
+                "ships_lost": 5,
+                "defeated_in_turn": 9,
+                "reason": "timeout",
+            },
+        ),
+        (
+            error_report("/players/bob/fire", "not your turn", Code.NOT_CURRENT_PLAYER),
+            wire.ErrorReport,
+            {"topic": "/players/bob/fire", "error": "not your turn", "code": "not_current_player"},
+        ),
+    ]
+    for payload, model, expected in cases:
+        exactly(model, payload)
+        assert json.loads(payload) == expected, payload
+    # byte for byte, as the engine sends them
+    assert payloads.deadline("placement", 60.0) == '{"phase":"placement","at":60.000}'
+    assert payloads.turn(7, '"bob"', 5) == '{"turn":7,"player":"bob","shots":5}'
+    assert payloads.salvo(7, '"bob"', 0, 0) == '{"turn":7,"player":"bob","shots":0,"hits":0}'
+    assert payloads.hit("/arena/players/b/hit", 99, 1, 5) == Publish(
+        "/arena/players/b/hit", '{"x":9,"y":9,"turn":1,"shot":5}', False, False
+    )
+
+
+def test_numbers_past_the_tables_are_spelled_the_same() -> None:
+    assert payloads.turn(12345, '"a"', 1) == '{"turn":12345,"player":"a","shots":1}'
+    assert payloads.salvo(1000, '"a"', 2, 1) == '{"turn":1000,"player":"a","shots":2,"hits":1}'
+    assert payloads.hit("t", 0, 999, 1).payload == '{"x":0,"y":0,"turn":999,"shot":1}'
+    assert payloads.hit("t", 0, 1000, 1).payload == '{"x":0,"y":0,"turn":1000,"shot":1}'
+    assert [payloads.count(n) for n in (0, 5, 999, 1000, 123456)] == ["0", "5", "999", "1000", "123456"]
+    assert payloads.names(["a", "b"]) == '["a","b"]' and payloads.names([]) == "[]"
+
+
+def test_the_publishes_and_retained_state_change_together() -> None:
+    held = payloads.Retained()
+    out: list[Publish] = []
+    held.put(out, "/game/turn", "x")
+    held.put(out, "/game/state", "lobby")
+    held.put(out, "/game/turn", "")  # cleared
+    assert held == {"/game/state": "lobby"}
+    assert out == [
+        Publish("/game/turn", "x", True, False),
+        Publish("/game/state", "lobby", True, False),
+        Publish("/game/turn", "", True, False),
+    ]
+    assert payloads.message("/game/hits", "2") == Publish("/game/hits", "2", False, False)
+    assert payloads.message("e", "r", expendable=True).expendable
+
+
+@pytest.mark.parametrize("placement", [Placement(3, 4, Orientation.VERTICAL), Placement(0, 9, Orientation.HORIZONTAL)])
+def test_what_a_team_sends_is_read_back_by_the_inbound_models(placement: Placement) -> None:
+    text = payloads.placement(placement)
+    assert text == f'{{"coordinates":"{placement.x};{placement.y}","orientation":"{placement.orientation.value}"}}'
+    assert wire.parse_placement(json.loads(text)) == placement
+    join = wire.parse_join(json.loads(payloads.join_request("ada", "s3cret", "r-1")))
+    assert (join.name, join.secret, join.request_id) == ("ada", "s3cret", "r-1")
+    assert json.loads(payloads.join_request("ada", "s")) == {"name": "ada", "secret": "s"}
+    fire = wire.parse_fire(payloads.fire_data(1, 2, "bob", 3, "0123456789abcdef"))
+    assert fire == wire.FireData(x=1, y=2, target="bob", turn=3, game="0123456789abcdef")
+
+
+def test_every_outbound_topic_is_taken_apart_and_nothing_else() -> None:
+    """Each builder's topic comes back as its family with its levels; inbound
+    topics, other arenas and malformed levels come back as None."""
+    expected = {
+        T.state: Published(Outbound.STATE),
+        T.game_id: Published(Outbound.GAME_ID),
+        T.players_list: Published(Outbound.PLAYERS_LIST),
+        T.errors: Published(Outbound.ERRORS),
+        T.stats_summary: Published(Outbound.STATS_SUMMARY),
+        T.stats_player("bob"): Published(Outbound.STATS_PLAYER, "bob"),
+        T.hit("bob"): Published(Outbound.HIT, "bob"),
+        T.player_error("bob"): Published(Outbound.PLAYER_ERROR, "bob"),
+        T.defeated("bob"): Published(Outbound.DEFEATED, "bob"),
+        T.approved("bob", "carrier"): Published(Outbound.APPROVED, "bob", "carrier"),
+        T.sunk("bob", "carrier"): Published(Outbound.SUNK, "bob", "carrier"),
+        T.ship_error("bob", "carrier"): Published(Outbound.SHIP_ERROR, "bob", "carrier"),
+        T.hit("list"): Published(Outbound.HIT, "list"),  # a team called like a game-wide level
+    }
+    for topic, route in expected.items():
+        assert T.parse_outbound(topic) == route, topic
+    for kind in Outbound:  # every game-wide family is one Topics attribute
+        if not callable(getattr(T, kind.value)):
+            assert T.parse_outbound(getattr(T, kind.value)) == Published(kind)
+    for topic in (
+        T.fire("bob"),
+        T.place("bob", "carrier"),
+        T.request_participation,
+        Topics("other").state,
+        "/arena/players//hit",
+        "/arena/players/bob/ships//sunk",
+        "/arena/game/stats/players/",
+        "/arena/game/stats/players/a/b",
+        "/arena/players/bob/hit/x",
+    ):
+        assert T.parse_outbound(topic) is None, topic

@@ -1,9 +1,7 @@
-"""The machinery of ``salvo stress chaos`` (:mod:`salvo.chaos`): a referee
-process it may kill, freeze and restart, a broker it may restart, a watcher
-that records every message of the arena, and :class:`Run`, which plays whole
-games with three scripted teams whose fleets it knows and calls the
-scenario's fault at named points. :mod:`salvo.gamemodel` judges each game.
-"""
+"""The machinery of ``salvo stress chaos``: a referee process to kill, freeze
+and restart, a broker to restart, a watcher of the arena, and :class:`Run`,
+which plays games with three scripted teams and calls the scenario's fault
+at named points. :mod:`salvo.gamemodel` judges each game."""
 
 from __future__ import annotations
 
@@ -28,13 +26,14 @@ from typing import Any, Protocol
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo import crypto
-from salvo.conformance.harness import Msg, team_key
+from salvo import crypto, payloads
 from salvo.gamemodel import SHIPS, GameModel, Violation, check, random_fleet
+from salvo.localbroker import free_port, mosquitto_binary
 from salvo.mqtt import Broker, connect_async, new_client
-from salvo.perf import free_port, mosquitto_binary
+from salvo.rules import Orientation, Placement
 from salvo.stress import RefereeProcess
 from salvo.topics import Topics
+from salvo.watch import Msg
 
 TEAMS = ("alice", "bob", "carol")
 KILLS = {
@@ -104,8 +103,7 @@ class Fault:
 
 
 class OwnBroker:
-    """A throw-away open mosquitto on a free loopback port (as salvo.perf starts
-    one) that the harness may stop and start, with or without persistence."""
+    """A throw-away open mosquitto on loopback, restartable, with or without persistence."""
 
     def __init__(self, persistence: bool = True) -> None:
         self.persistence = persistence
@@ -218,16 +216,14 @@ class Watcher:
 
 
 def on(topic: str, *, equals: bytes | None = None, starts: bytes = b"", has: bytes = b"") -> Callable[[Msg], bool]:
-    """A message on ``topic`` whose payload is ``equals``, or starts with
-    ``starts`` and holds ``has``."""
+    """A message on ``topic``: payload ``equals``, or starts with ``starts`` and holds ``has``."""
     if equals is not None:
         return lambda m: m.topic == topic and m.payload == equals
     return lambda m: m.topic == topic and m.payload.startswith(starts) and has in m.payload
 
 
 class Referee(RefereeProcess):
-    """The referee process: its own key and state file in ``workdir`` (or
-    ``state``), info-level log lines (the harness waits for some)."""
+    """The referee process: key and state file in ``workdir`` (or ``state``), info-level log."""
 
     def __init__(self, broker: Broker, prefix: str, flags: list[str], workdir: Path, state: Path | None = None):
         super().__init__(broker, [prefix], *flags, "--log-level", "info", workdir=workdir, client_id="")
@@ -494,14 +490,14 @@ class Run:
             for i, name in enumerate(joined):
                 self.joining = name
                 self.log_at = self.ref.log.stat().st_size if self.ref.log.exists() else 0
-                self.publish(t.request_participation, json.dumps({"name": name, "secret": secrets[name]}))
+                self.publish(t.request_participation, payloads.join_request(name, secrets[name]))
                 self.point("join", i)
                 self.await_(on(t.players_list, has=f'"{name}"'.encode()), start, f"{name} listed")
                 self.point("listed", i)
             for i, name in enumerate(order):
-                key = team_key(name, secrets[name])
+                key = crypto.derive_team_key(name, secrets[name])
                 for k, (ship, (x, y, o)) in enumerate(model.fleets[name].items()):
-                    place = json.dumps({"coordinates": f"{x};{y}", "orientation": o})
+                    place = payloads.placement(Placement(x, y, Orientation(o)))
                     self.publish(t.place(name, ship), crypto.seal(key, place))
                     self.point("place", 5 * i + k)
                 for ship in SHIPS:
@@ -520,7 +516,7 @@ class Run:
                 self.point("turn", n)
                 target, cells = model.plan(rng)
                 model.apply(target, cells)
-                self.salvo(n, team_key(shooter, secrets[shooter]), target, cells, model.over)
+                self.salvo(n, crypto.derive_team_key(shooter, secrets[shooter]), target, cells, model.over)
                 self.await_(on(t.salvo, starts=head), start, f"salvo {n}")
             self.await_(on(t.state, equals=b"over"), start, "game over")
             self.point("reset", 0)
@@ -540,7 +536,7 @@ class Run:
     def salvo(self, n: int, key: bytes, target: str, cells: list[tuple[int, int]], over: bool) -> None:
         self.sent = []
         for k, (x, y) in enumerate(cells, 1):
-            data = {"x": x, "y": y, "target": target, "turn": n, "game": self.game_id}
+            data = payloads.fire_data(x, y, target, n, self.game_id)
             self.sent.append((self.t.fire(target), json.dumps(crypto.sign(key, data))))
             self.shot = (n, k, target)
             if self.at.pop(("journal", 10 * n + k), None):

@@ -32,12 +32,12 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from salvo import crypto, wire
-from salvo.bots.base import Strategy
+from salvo import crypto, payloads, wire
 from salvo.errors import Code
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.rules import SHIP_IDS, Placement
-from salvo.topics import Topics, name_error
+from salvo.strategy import Strategy
+from salvo.topics import Inbound, Topics, name_error
 from salvo.view import (
     ErrorReported,
     GameEvent,
@@ -49,9 +49,6 @@ from salvo.view import (
     View,
 )
 from salvo.wire import PlayerStats, StatsSummary
-
-_KEYS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="salvo-key")
-
 
 #: Events kept for waiters; older ones are dropped (a bot may run all night).
 EVENT_LOG = 5000
@@ -68,10 +65,17 @@ BUSY_RETRY_S = 0.5
 SALVO_RESEND_S = 3.0
 
 
+@functools.cache
+def _key_pool() -> ThreadPoolExecutor:
+    # Made with the first client, not at import: importing the SDK (a CLI
+    # command, a test collection) starts no threads.
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="salvo-key")
+
+
 @functools.lru_cache(maxsize=64)
 def _derive(name: str, secret: str) -> Future[bytes]:
     # One derivation per (name, secret) per process, however many clients.
-    return _KEYS.submit(crypto.derive_team_key, name, secret)
+    return _key_pool().submit(crypto.derive_team_key, name, secret)
 
 
 class SalvoError(Exception):
@@ -180,7 +184,9 @@ class SalvoClient:
         self._mqtt.loop_start()
         if not self._connected.wait(timeout):
             self._mqtt.loop_stop()
-            raise ConnectionError(self._refused or f"cannot reach the broker at {self.broker.url}")
+            if self._refused:  # credentials or authorisation: retrying will not help
+                raise ConnectionRefusedError(self._refused)
+            raise ConnectionError(f"cannot reach the broker at {self.broker.url}")
         if self._resender is None:
             self._resender = threading.Thread(target=self._resend_unresolved, name="salvo-resend", daemon=True)
             self._resender.start()
@@ -329,7 +335,7 @@ class SalvoClient:
         """Send one join (again every JOIN_RESEND_S while unanswered); the
         refusal addressed to it, or None once the list names this team."""
         request_id = os.urandom(12).hex()
-        request = json.dumps({"name": self.name, "secret": self._secret, "request_id": request_id})
+        request = payloads.join_request(self.name, self._secret, request_id)
         if self.sealed:
             if not self.wait_until(lambda v: v.pubkey is not None, max(0.0, end - time.monotonic())):
                 raise TimeoutError("no /game/pubkey to seal the request to (pass sealed=False?)")
@@ -374,8 +380,7 @@ class SalvoClient:
         for _attempt in range(retries + 1):
             mark = self._mark()
             for ship, p in pending.items():
-                body = json.dumps({"coordinates": f"{p.x};{p.y}", "orientation": p.orientation.value})
-                self._publish(self.topics.place(self.name, ship), crypto.seal(self.key, body))
+                self._publish(self.topics.place(self.name, ship), crypto.seal(self.key, payloads.placement(p)))
 
             ships = set(pending)
             if not self.wait_until(lambda _v, m=mark, s=ships: s <= self._answered(m), timeout):  # type: ignore[misc]
@@ -413,8 +418,9 @@ class SalvoClient:
         }
 
     def _ship_of(self, e: ErrorReported) -> str:
-        parts = e.report.topic.split("/")
-        return parts[-2] if len(parts) >= 2 and parts[-1] == "place" else ""
+        """The ship of a refused placement (the report echoes its topic), or ""."""
+        route = self.topics.parse_inbound(e.report.topic)
+        return route.ship if route is not None and route.kind is Inbound.PLACE else ""
 
     def wait_my_turn(self, timeout: float | None = None) -> TurnToPlay | None:
         """Block until it is this team's turn (returns how many shots), or the
@@ -447,12 +453,12 @@ class SalvoClient:
         if not self.wait_until(lambda v: v.game_id is not None, 10.0):
             raise TimeoutError("no /game/id from the referee to sign shots for")
         with self._cond:
-            turn, game = self.view.turn, self.view.game_id
+            turn, game = self.view.turn, self.view.game_id or ""  # (there is one: waited for above)
             self.view.record_salvo(shots)
             self._fired = (self.view.game, turn)
             messages = []
             for target, x, y in shots:
-                data = {"x": x, "y": y, "target": target, "turn": turn, "game": game}
+                data = payloads.fire_data(x, y, target, turn, game)
                 messages.append((self.topics.fire(target), json.dumps(crypto.sign(self.key, data))))
             self._salvo = (self.view.game, turn, messages, time.monotonic())
         for topic, payload in messages:

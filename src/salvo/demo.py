@@ -8,17 +8,14 @@ the referee sees it (rich).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import socket
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -28,63 +25,17 @@ from rich.text import Text
 
 from salvo import crypto, wire
 from salvo.bots import STRATEGIES, make_strategy
-from salvo.bots.base import Strategy
 from salvo.client import GameRecord, SalvoClient
 from salvo.engine import Config
+from salvo.localbroker import EmbeddedBroker
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.referee import Referee, make_arenas
 from salvo.rules import BOARD_SIZE, FLEET, Placement, cell
-from salvo.topics import Topics
+from salvo.strategy import Strategy
+from salvo.topics import Outbound, Topics
 from salvo.view import Shot, View, parse_names
 
 NAMES = ("ada", "grace", "alan", "edsger", "barbara", "donald", "ken", "margaret")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class EmbeddedBroker:
-    """amqtt running on its own event loop in a background thread. It speaks
-    MQTT 3.1.1 only, hence ``?protocol=3`` in :attr:`url`."""
-
-    def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="amqtt", daemon=True)
-        self._broker: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}?protocol=3"
-
-    def start(self) -> EmbeddedBroker:
-        from amqtt.broker import Broker as AmqttBroker
-
-        for noisy in ("amqtt", "transitions"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
-        config = {
-            "listeners": {"default": {"type": "tcp", "bind": f"127.0.0.1:{self.port}"}},
-            "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
-        }
-        self._thread.start()
-
-        async def start() -> Any:
-            broker = AmqttBroker(config, loop=self._loop)
-            await broker.start()
-            return broker
-
-        self._broker = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self._broker is not None:
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self._broker.shutdown(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
 
 
 @dataclass
@@ -117,8 +68,6 @@ class Spectator:
         self.players: list[str] = []
         self.games_over = 0
         self._lock = threading.Lock()
-        self._players = topics.players_list.removesuffix("list")
-        self._stats = topics.stats_summary.removesuffix("summary") + "players/"
 
     def board(self, name: str) -> Board:
         return self.boards.setdefault(name, Board(name, "?"))
@@ -129,8 +78,15 @@ class Spectator:
             self._feed(topic, text)
 
     def _feed(self, topic: str, text: str) -> None:
-        t = self.t
-        if topic == t.state and text:
+        route = self.t.parse_outbound(topic)
+        if route is None:
+            return
+        kind, name = route.kind, route.name
+        if kind is Outbound.WINNER:
+            self.winner = text or None
+        elif not text:
+            return  # a retained topic cleared
+        elif kind is Outbound.STATE:
             if text == "over":
                 self.games_over += 1
             if text == "lobby" and self.state == "over":
@@ -141,30 +97,26 @@ class Spectator:
                     b.defeated = False
                 self.winner, self.summary, self.stats, self.players = None, None, {}, []
             self.state = text
-        elif topic == t.turn and text:
+        elif kind is Outbound.TURN:
             self.turn = wire.TurnInfo.model_validate_json(text)
-        elif topic == t.players_list and text:
+        elif kind is Outbound.PLAYERS_LIST:
             self.players = parse_names(text)
-        elif topic == t.salvo and text:
+        elif kind is Outbound.SALVO:
             s = wire.SalvoResult.model_validate_json(text)
             self.log.append(f"turn {s.turn}: {s.player} fired {s.shots}, {s.hits} hit{'s' * (s.hits != 1)}")
-        elif topic == t.winner:
-            self.winner = text or None
-        elif topic == t.stats_summary and text:
+        elif kind is Outbound.STATS_SUMMARY:
             self.summary = wire.StatsSummary.model_validate_json(text)
-        elif topic.startswith(self._stats) and text:
-            self.stats[topic[len(self._stats) :]] = wire.PlayerStats.model_validate_json(text)
-        elif topic.startswith(self._players):
-            levels = topic[len(self._players) :].split("/")
-            if len(levels) == 2 and levels[1] == "hit":
-                hit = wire.Hit.model_validate_json(text)
-                self.board(levels[0]).shots.add(cell(hit.x, hit.y))
-            elif len(levels) == 2 and levels[1] == "defeated" and text == "true":
-                self.board(levels[0]).defeated = True
-                self.log.append(f"[bold red]{levels[0]} is defeated[/]")
-            elif len(levels) == 4 and levels[3] == "sunk" and text == "true":
-                self.board(levels[0]).sunk.append(levels[2])
-                self.log.append(f"{levels[0]}'s {levels[2]} sank")
+        elif kind is Outbound.STATS_PLAYER:
+            self.stats[name] = wire.PlayerStats.model_validate_json(text)
+        elif kind is Outbound.HIT:
+            hit = wire.Hit.model_validate_json(text)
+            self.board(name).shots.add(cell(hit.x, hit.y))
+        elif kind is Outbound.DEFEATED and text == "true":
+            self.board(name).defeated = True
+            self.log.append(f"[bold red]{name} is defeated[/]")
+        elif kind is Outbound.SUNK and text == "true":
+            self.board(name).sunk.append(route.ship)
+            self.log.append(f"{name}'s {route.ship} sank")
 
     # -- rendering ------------------------------------------------------------
 

@@ -46,31 +46,73 @@ Rules this module enforces (spec sections 5-7):
 Timers are state, not effects: :meth:`Game.next_deadline` says when the
 engine next wants a :class:`Tick`, so a resumed engine needs no re-arming.
 Every handler validates completely before it mutates anything, so a
-:class:`Rejected` result leaves the game exactly as it was.
+:class:`Rejected` result leaves the game exactly as it was. Payloads are
+:mod:`salvo.payloads`' to spell, and retained state changes only through
+:meth:`~salvo.payloads.Retained.put`, which publishes each change.
 """
 
 from __future__ import annotations
 
 import copy
-import enum
 import hashlib
 import hmac
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
-from salvo.codec import dumps, error_report
+from salvo import payloads
+from salvo.codec import error_report
 from salvo.errors import Code, Illegal, Rejection
-from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Placement, placement_error
+from salvo.events import (
+    Abandon,
+    Accepted,
+    Burn,
+    CloseLobby,
+    Config,
+    Configure,
+    Event,
+    Extend,
+    Fire,
+    Join,
+    Phase,
+    Place,
+    PlayerState,
+    Rejected,
+    Result,
+    Termination,
+    Tick,
+)
+from salvo.payloads import FALSE, TRUE, Publish, Retained, hit, message
+from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, placement_error
 from salvo.topics import Topics
 
-TRUE: Final = "true"
-FALSE: Final = "false"
-#: The start of every cell's ``hit`` payload, built once: one is sent per shot.
-_HIT_HEADS: Final = tuple(
-    f'{{"x":{c % BOARD_SIZE},"y":{c // BOARD_SIZE},"turn":' for c in range(BOARD_SIZE * BOARD_SIZE)
-)
+# The vocabulary lives in salvo.events and salvo.payloads; importing it from here goes on working.
+__all__ = [
+    "BURN_CAP",
+    "FALSE",
+    "PLACEMENTS_CAP",
+    "TRUE",
+    "Abandon",
+    "Accepted",
+    "Burn",
+    "CloseLobby",
+    "Config",
+    "Configure",
+    "Event",
+    "Extend",
+    "Fire",
+    "Game",
+    "Join",
+    "Phase",
+    "Place",
+    "PlayerState",
+    "Publish",
+    "Rejected",
+    "Result",
+    "Termination",
+    "Tick",
+]
+
 #: Spent nonces a player can leave in one game with rejected signatures.
 #: Beyond this the referee stops remembering them (a flood of authentic but
 #: rejected fire messages would otherwise grow memory and the journal): they
@@ -81,221 +123,6 @@ BURN_CAP: Final = 1000
 #: room to change one's mind, but not a flood of moves, each of which would
 #: be journaled and remembered.
 PLACEMENTS_CAP: Final = 100
-#: The ``deadline`` payload, spelled out (every turn has one): unix seconds with
-#: three decimals, formatted at a third of the cost of ``dumps``/``round``.
-_DEADLINE: Final = '{"phase":"%s","at":%.3f}'
-#: ``_new(Publish, (topic, payload, retain, expendable))`` makes the same tuple
-#: as ``Publish(...)`` without the Python-level ``__new__`` frame a NamedTuple
-#: adds: half the cost, and a game makes some 500 of them.
-_new: Final = tuple.__new__
-
-
-class Phase(enum.Enum):
-    LOBBY = "lobby"
-    TURN = "turn"
-    OVER = "over"
-
-
-class Termination(enum.Enum):
-    """How a game ended, as published in ``/game/stats/summary``."""
-
-    VICTORY = "victory"  # one player left, the others sunk
-    FORFEIT = "forfeit"  # one player left, the last opponent dropped for missed turns
-    DRAW = "draw"  # the last players went down in the same salvo
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    placement_timeout: float = 60.0
-    turn_timeout: float = 30.0
-    reset_after: float = 300.0
-    min_players: int = 2
-    max_players: int = 10
-    max_missed_turns: int = 3
-
-    def __post_init__(self) -> None:
-        if min(self.placement_timeout, self.turn_timeout, self.reset_after) <= 0:
-            raise ValueError("timeouts must be positive")
-        if not 2 <= self.min_players <= self.max_players:
-            raise ValueError("need 2 <= min_players <= max_players")
-        if self.max_missed_turns < 1:
-            raise ValueError("max_missed_turns must be at least 1")
-
-
-# -- events ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Join:
-    name: str
-    key: bytes = field(repr=False)
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    name: str
-    ship: str
-    placement: Placement
-    now: float
-    #: the sealed box's nonce: a placement delivered again is recognised
-    nonce: bytes | None = None
-
-
-class Fire(NamedTuple):
-    """A shot signed by ``shooter`` (whose key opened the signature). ``turn``
-    and ``game`` are what it was signed for (None: not bound, in-memory play
-    or the unsafe v1 form); ``nonce`` the signature's nonce for replay
-    protection (None without signatures). (A NamedTuple: one is made per
-    shot, and that is the hot path.)"""
-
-    shooter: str
-    target: str
-    x: int
-    y: int
-    turn: int | None
-    game: str | None
-    nonce: bytes | None
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Burn:
-    """A signature that opened under ``player``'s key but was rejected: its
-    nonce is spent for the rest of the game all the same (v2)."""
-
-    player: str
-    nonce: bytes
-    now: float
-    #: why it was refused, for the journal's readers
-    code: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Extend:
-    """Give the running deadline (turn or placement) ``seconds`` more: the
-    time the referee was cut off from the broker, when nobody could act."""
-
-    seconds: float
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Configure:
-    """New settings from now on (a referee restarted with other flags).
-    Journaled like every event, so a replay meets it at the same point."""
-
-    config: Config
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class CloseLobby:
-    """The organiser sends everybody in the lobby away (a tournament game
-    whose opponent never came). Only in the lobby: a game that has started
-    is played out."""
-
-    reason: str
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Abandon:
-    """The organiser starts a new game over the one the journal holds, in
-    any phase (``salvo referee --fresh``: the broker shows another game, the
-    teams never saw this one). Its retained topics are cleared; nobody is told."""
-
-    reason: str
-    now: float
-
-
-Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn | Extend | Abandon
-
-
-# -- effects and results ----------------------------------------------------------
-
-
-class Publish(NamedTuple):
-    # A NamedTuple, not a frozen dataclass: several are made per shot, and a
-    # frozen dataclass's __init__ costs four times as much.
-    topic: str
-    payload: str
-    retain: bool
-    #: May be dropped by the adapter's rate cap (error reports under a
-    #: flood); game state never is.
-    expendable: bool = False
-
-
-class Accepted(NamedTuple):
-    effects: list[Publish]
-    #: What happened, in words: ``note % args`` when there are args. A shot's
-    #: text is only formatted when someone reads :attr:`summary` (a log line),
-    #: not for every shot of every in-memory game: that was a tenth of one.
-    note: str
-    args: tuple[object, ...] = ()
-
-    @property
-    def summary(self) -> str:
-        return self.note % self.args if self.args else self.note
-
-    def __str__(self) -> str:
-        # What a log line shows: so that a Log can carry the result unformatted.
-        return self.summary
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    error: Rejection
-
-
-Result = Accepted | Rejected
-
-
-# -- state ------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class PlayerState:
-    name: str
-    key: bytes = field(repr=False)
-    fleet: dict[str, Placement] = field(default_factory=dict)
-    occupied: dict[int, str] = field(default_factory=dict)  # cell -> ship id
-    damage: dict[str, set[int]] = field(default_factory=lambda: {s: set() for s in SHIP_IDS})
-    sunk: list[str] = field(default_factory=list)
-    shots: int = 0
-    hits: int = 0
-    ships_sunk: int = 0
-    missed: int = 0
-    defeated_in_turn: int | None = None
-    reason: str | None = None  # "sunk" | "timeout" once defeated
-    burned: int = 0  # nonces of rejected signatures spent this game
-    placements: int = 0  # placements and moves this game
-    #: The nonce of every signature (and sealed placement) that opened under
-    #: this player's key this game: where it was taken (a shot's target;
-    #: "name/ship" for a placement), or False when refused. Per player: a
-    #: nonce is only ever unique under one key, and nobody may spend another's.
-    nonces: dict[bytes, str | bool] = field(default_factory=dict)
-    #: the name as a JSON string, for the payloads built on every turn
-    quoted: str = ""
-    #: this player's ``hit`` topic, published on every shot at them
-    hit_topic: str = ""
-
-    @property
-    def complete(self) -> bool:
-        return len(self.fleet) == len(FLEET)
-
-    @property
-    def afloat(self) -> int:
-        return len(FLEET) - len(self.sunk)
-
-    @property
-    def defeated(self) -> bool:
-        return self.defeated_in_turn is not None
 
 
 class Game:
@@ -322,18 +149,20 @@ class Game:
         #: game_no's id as given, not derived (a replay of an exported game,
         #: which carries its id but not the arena's key)
         self._given_id = (game_no, game_id) if game_id is not None else None
-        #: What the engine currently holds retained on the broker, topic -> payload;
-        #: republished after a reconnect, cleared at reset.
-        self.retained: dict[str, str] = {topics.state: Phase.LOBBY.value}
-        self._new_game()
+        #: What the game holds retained on the broker; cleared at reset.
+        self.retained = Retained()
+        # Nothing is published at construction: the protocol layer publishes
+        # ``retained`` whenever it connects.
+        self.retained.put([], topics.state, Phase.LOBBY.value)
+        self._new_game([])
 
-    def _new_game(self) -> None:
+    def _new_game(self, out: list[Publish]) -> None:
         #: This game's id: 64 bits of a keyed BLAKE2b of its number.
         if self._given_id is not None and self._given_id[0] == self.game_no:
             self.game_id = self._given_id[1]
         else:
             self.game_id = hashlib.blake2b(str(self.game_no).encode(), key=self.id_key, digest_size=8).hexdigest()
-        self.retained[self.topics.game_id] = self.game_id
+        self.retained.put(out, self.topics.game_id, self.game_id)
         self.phase = Phase.LOBBY
         self.players: dict[str, PlayerState] = {}  # join order
         self.ready: list[str] = []  # fleet-completion order
@@ -410,25 +239,18 @@ class Game:
                 raise TypeError(f"not an engine event: {event!r}")
         except Rejection as exc:
             return Rejected(exc)
-        return _new(Accepted, (out, note, ()))
+        return Accepted(out, note)
 
-    # -- output helpers -------------------------------------------------------------
+    # -- output ---------------------------------------------------------------------
 
-    def _pub(self, out: list[Publish], topic: str, payload: str, retain: bool = True) -> None:
-        if retain:
-            if payload:
-                self.retained[topic] = payload
-            else:
-                self.retained.pop(topic, None)
-        out.append(_new(Publish, (topic, payload, retain, False)))
-
-    def _pub_deadline(self, out: list[Publish], phase: str, at: float) -> None:
+    def _set_deadline(self, out: list[Publish], phase: str, at: float) -> None:
         self.deadline = at
-        self._pub(out, self.topics.deadline, _DEADLINE % (phase, at))
+        self.retained.put(out, self.topics.deadline, payloads.deadline(phase, at))
 
-    def _pub_players(self, out: list[Publish], names: list[str]) -> None:
-        self._pub(out, self.topics.players_list, dumps(names))
-        self._pub(out, self.topics.players_count, str(len(names)))
+    def _retain_players(self, out: list[Publish], names: list[str]) -> None:
+        t = self.topics
+        self.retained.put(out, t.players_list, payloads.names(names))
+        self.retained.put(out, t.players_count, payloads.count(len(names)))
 
     # -- lobby ----------------------------------------------------------------------
 
@@ -450,11 +272,13 @@ class Game:
             if not hmac.compare_digest(known.key, ev.key):
                 raise Illegal(Code.NAME_TAKEN, f"name taken: {ev.name!r} already joined with another secret")
             return f"{ev.name} joined again (no-op)"
-        self.players[ev.name] = PlayerState(ev.name, ev.key, quoted=dumps(ev.name), hit_topic=self.topics.hit(ev.name))
-        self._pub_players(out, list(self.players))
+        self.players[ev.name] = PlayerState(
+            ev.name, ev.key, quoted=payloads.quote(ev.name), hit_topic=self.topics.hit(ev.name)
+        )
+        self._retain_players(out, list(self.players))
         for ship in SHIP_IDS:
-            self._pub(out, self.topics.approved(ev.name, ship), FALSE)
-        self._pub_deadline(out, "placement", ev.now + self.config.placement_timeout)
+            self.retained.put(out, self.topics.approved(ev.name, ship), FALSE)
+        self._set_deadline(out, "placement", ev.now + self.config.placement_timeout)
         return f"{ev.name} joined ({len(self.players)} in lobby)"
 
     def _close_lobby(self, ev: CloseLobby, out: list[Publish]) -> str:
@@ -463,7 +287,7 @@ class Game:
         names = list(self.players)
         for name in names:
             report = error_report(self.topics.request_participation, f"lobby closed: {ev.reason}", Code.LOBBY_CLOSED)
-            self._pub(out, self.topics.player_error(name), report, retain=False)
+            out.append(message(self.topics.player_error(name), report))
         self._reset(out)
         return f"lobby closed ({ev.reason}); sent away {names or 'nobody'}; game {self.game_no} opens"
 
@@ -488,20 +312,19 @@ class Game:
             raise Illegal(Code.REPLAYED, "replayed placement: this sealed box was already used in this game")
         if error := placement_error(player.fleet, ev.ship, ev.placement):
             raise error
-        if player.fleet.get(ev.ship) == ev.placement:
+        old = player.fleet.get(ev.ship)
+        if old is not None and old == ev.placement:
             return f"{ev.name}'s {ev.ship} is there already (no change)"  # nothing to journal or tell
         if player.placements >= PLACEMENTS_CAP:
             raise Illegal(Code.TOO_MANY, f"too many placements: {PLACEMENTS_CAP} this game; the fleet stays as it is")
         player.placements += 1
         if ev.nonce is not None:
             player.nonces[ev.nonce] = f"{ev.name}/{ev.ship}"
-        moved = ev.ship in player.fleet
-        was_complete = player.complete
         player.fleet[ev.ship] = ev.placement
-        self._pub(out, self.topics.approved(ev.name, ev.ship), TRUE)
-        if player.complete and not was_complete:
+        self.retained.put(out, self.topics.approved(ev.name, ev.ship), TRUE)
+        if old is None and player.complete:  # a move leaves a fleet as complete as it was
             self.ready.append(ev.name)
-        summary = f"{ev.name} {'moved' if moved else 'placed'} {ev.ship} ({len(player.fleet)}/5)"
+        summary = f"{ev.name} {'placed' if old is None else 'moved'} {ev.ship} ({len(player.fleet)}/5)"
         # Every fleet complete: ``ready`` holds each player once their fleet is.
         if len(self.players) >= self.config.min_players and len(self.ready) == len(self.players):
             self._start(ev.now, out)
@@ -527,12 +350,12 @@ class Game:
         # after another full placement period (a stale deadline would never
         # fire); with nobody left in it, it waits for the next join.
         if self.players:
-            self._pub_deadline(out, "placement", now + self.config.placement_timeout)
+            self._set_deadline(out, "placement", now + self.config.placement_timeout)
         else:
             self.deadline = None
-            self._pub(out, self.topics.deadline, "")
+            self.retained.put(out, self.topics.deadline, "")
         if left_out:
-            self._pub_players(out, list(self.players))
+            self._retain_players(out, list(self.players))
         return (
             f"placement deadline: only {len(self.ready)} complete fleet(s); lobby stays open;"
             f" removed {left_out or 'nobody'}"
@@ -548,9 +371,9 @@ class Game:
             report = error_report(
                 t.deadline, "left out: your fleet was incomplete when the placement deadline passed", Code.LEFT_OUT
             )
-            self._pub(out, t.player_error(name), report, retain=False)
+            out.append(message(t.player_error(name), report))
             for ship in SHIP_IDS:
-                self._pub(out, t.approved(name, ship), "")
+                self.retained.put(out, t.approved(name, ship), "")
         return gone
 
     def _burn(self, ev: Burn) -> str:
@@ -569,7 +392,7 @@ class Game:
         if self.deadline is None or self.phase is Phase.OVER or ev.seconds <= 0:
             return "no running deadline to extend"
         phase = "turn" if self.phase is Phase.TURN else "placement"
-        self._pub_deadline(out, phase, self.deadline + ev.seconds)
+        self._set_deadline(out, phase, self.deadline + ev.seconds)
         return f"{phase} deadline extended by {ev.seconds:.3f} s"
 
     def _start(self, now: float, out: list[Publish]) -> None:
@@ -581,8 +404,8 @@ class Game:
             player.occupied = {c: s for s, p in player.fleet.items() for c in p.cells(FLEET[s])}
         self.phase = Phase.TURN
         self.started_at = now
-        self._pub_players(out, self.order)
-        self._pub(out, self.topics.state, Phase.TURN.value)
+        self._retain_players(out, self.order)
+        self.retained.put(out, self.topics.state, Phase.TURN.value)
         rng = random.Random(f"{self.seed}/{self.game_no}")
         self._begin_turn(self.order[rng.randrange(len(self.order))], now, out)
 
@@ -596,16 +419,10 @@ class Game:
         self.fired = self.salvo_hits = 0
         self.sank = False
         self.deadline = at = now + self.config.turn_timeout
-        # _pub_deadline and three _pub calls, inlined: every salvo ends here.
-        t, retained = self.topics, self.retained
-        retained[t.deadline] = deadline = _DEADLINE % ("turn", at)
-        retained[t.turn] = announce = f'{{"turn":{turn},"player":{player.quoted},"shots":{allowed}}}'
-        retained[t.current] = name
-        out += (
-            _new(Publish, (t.deadline, deadline, True, False)),
-            _new(Publish, (t.turn, announce, True, False)),
-            _new(Publish, (t.current, name, True, False)),
-        )
+        t = self.topics
+        self.retained.put(out, t.deadline, payloads.deadline("turn", at))
+        self.retained.put(out, t.turn, payloads.turn(turn, player.quoted, allowed))
+        self.retained.put(out, t.current, name)
 
     def _fire(self, ev: Fire) -> Accepted:
         current = self.current
@@ -643,13 +460,13 @@ class Game:
             damage.add(c)
             if len(damage) == FLEET[ship]:
                 self.sank = True  # (or hit again): the salvo's end looks for sinks
-        out = [_new(Publish, (target.hit_topic, f'{_HIT_HEADS[c]}{self.turn},"shot":{fired}}}', False, False))]
+        out = [hit(target.hit_topic, c, self.turn, fired)]
         allowed = self.allowed  # (the salvo's end sets the next turn's)
         if fired < allowed:
-            return _new(Accepted, (out, "%s fired at %s (%d,%d) %d/%d", (current, name, x, y, fired, allowed)))
+            return Accepted(out, "%s fired at %s (%d,%d) %d/%d", (current, name, x, y, fired, allowed))
         end_note, end_args = self._end_salvo(now, out, timed_out=False)
         note = "%s fired at %s (%d,%d) %d/%d; " + end_note
-        return _new(Accepted, (out, note, (current, name, x, y, fired, allowed, *end_args)))
+        return Accepted(out, note, (current, name, x, y, fired, allowed, *end_args))
 
     def _end_salvo(self, now: float, out: list[Publish], *, timed_out: bool) -> tuple[str, tuple[object, ...]]:
         """Close the salvo in progress; what happened, as ``note % args``."""
@@ -660,10 +477,8 @@ class Game:
         shooter = players[current]
         fired, hits = self.fired, self.salvo_hits
         # 1. hits and the salvo record
-        self.retained[t.salvo] = record = (
-            f'{{"turn":{self.turn},"player":{shooter.quoted},"shots":{fired},"hits":{hits}}}'
-        )
-        out += (_new(Publish, (t.hits, str(hits), False, False)), _new(Publish, (t.salvo, record, True, False)))
+        out.append(message(t.hits, payloads.count(hits)))
+        self.retained.put(out, t.salvo, payloads.salvo(self.turn, shooter.quoted, fired, hits))
         shooter.missed = shooter.missed + 1 if timed_out and not fired else 0
         # 2-3. sinks and defeats. Most salvos have neither: a sink needs a shot
         # that completed a ship's damage (_fire says so), a drop a missed turn.
@@ -700,7 +515,7 @@ class Game:
                     sunk.append(ship)
                     if p is not shooter:
                         shooter.ships_sunk += 1
-                    self._pub(out, t.sunk(p.name, ship), TRUE)
+                    self.retained.put(out, t.sunk(p.name, ship), TRUE)
         for p in players:
             if p.defeated_in_turn is not None:
                 continue
@@ -710,7 +525,7 @@ class Game:
                 p.defeated_in_turn, p.reason = self.turn, "timeout"
             else:
                 continue
-            self._pub(out, t.defeated(p.name), TRUE)
+            self.retained.put(out, t.defeated(p.name), TRUE)
         return [p.name for p in players if p.defeated_in_turn is None]
 
     # -- over -----------------------------------------------------------------------
@@ -728,44 +543,35 @@ class Game:
             termination = Termination.FORFEIT
         else:
             termination = Termination.VICTORY
-        summary = {
-            "winner": winner,
-            "turns": self.turn,
-            "shots": sum(p.shots for p in players),
-            "hits": sum(p.hits for p in players),
-            "duration_s": round(now - (self.started_at or now), 3),
-            "termination": termination.value,
-        }
-        self._pub(out, t.winner, winner or "")
-        self._pub(out, t.stats_summary, dumps(summary))
-        for p in players:
-            self._pub(out, t.stats_player(p.name), dumps(self._player_stats(p, players)))
-        self._pub(out, t.current, "")
-        self._pub_deadline(out, "reset", now + self.config.reset_after)
-        self._pub(out, t.state, Phase.OVER.value)
+        stats = payloads.stats_summary(
+            winner,
+            self.turn,
+            sum(p.shots for p in players),
+            sum(p.hits for p in players),
+            now - (self.started_at or now),
+            termination.value,
+        )
+        self.retained.put(out, t.winner, winner or "")
+        self.retained.put(out, t.stats_summary, stats)
 
-    @staticmethod
-    def _player_stats(p: PlayerState, players: list[PlayerState]) -> dict[str, Any]:
         def lasted(q: PlayerState) -> float:
             return float("inf") if q.defeated_in_turn is None else q.defeated_in_turn
 
-        return {
-            "place": 1 + sum(lasted(q) > lasted(p) for q in players),
-            "shots": p.shots,
-            "hits": p.hits,
-            "accuracy": round(p.hits / p.shots, 4) if p.shots else 0.0,
-            "ships_sunk": p.ships_sunk,
-            "ships_lost": len(p.sunk),
-            "defeated_in_turn": p.defeated_in_turn,
-            "reason": p.reason,
-        }
+        for p in players:
+            place = 1 + sum(lasted(q) > lasted(p) for q in players)
+            mine = payloads.player_stats(
+                place, p.shots, p.hits, p.ships_sunk, len(p.sunk), p.defeated_in_turn, p.reason
+            )
+            self.retained.put(out, t.stats_player(p.name), mine)
+        self.retained.put(out, t.current, "")
+        self._set_deadline(out, "reset", now + self.config.reset_after)
+        self.retained.put(out, t.state, Phase.OVER.value)
 
     def _reset(self, out: list[Publish]) -> None:
         t = self.topics
         for topic in [topic for topic in self.retained if topic not in (t.state, t.game_id)]:
-            self._pub(out, topic, "")
+            self.retained.put(out, topic, "")
         self.game_no += 1
-        self._new_game()
         # The new id first: a client that sees the lobby has the id to sign with.
-        self._pub(out, t.game_id, self.game_id)
-        self._pub(out, t.state, Phase.LOBBY.value)
+        self._new_game(out)
+        self.retained.put(out, t.state, Phase.LOBBY.value)

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from salvo.conformance.harness import Msg
 from salvo.topics import Topics
+from salvo.watch import Msg
 
 SHIPS = {"carrier": 5, "battleship": 4, "destroyer": 3, "submarine": 3, "patrolboat": 2}
 Cell = tuple[int, int]

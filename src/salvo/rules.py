@@ -76,9 +76,10 @@ class Placement:
         return _VERTICAL_MASKS[length] << start
 
     def fits(self, length: int) -> bool:
-        dx, dy = (1, 0) if self.orientation is Orientation.HORIZONTAL else (0, 1)
-        end_x, end_y = self.x + (length - 1) * dx, self.y + (length - 1) * dy
-        return on_board(self.x, self.y) and on_board(end_x, end_y)
+        x, y = self.x, self.y
+        if self.orientation is Orientation.HORIZONTAL:
+            return 0 <= y < BOARD_SIZE and 0 <= x <= BOARD_SIZE - length
+        return 0 <= x < BOARD_SIZE and 0 <= y <= BOARD_SIZE - length
 
     def describe(self) -> str:
         return f"{self.x};{self.y} {self.orientation.value}"

@@ -28,19 +28,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import sqlite3
 import threading
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+from salvo import journalformat
 from salvo.codec import dumps
-from salvo.engine import Abandon, Burn, CloseLobby, Config, Configure, Event, Extend, Fire, Join, Place, Tick
-from salvo.rules import Orientation, Placement
+from salvo.events import Burn, Config, Configure, Event, Fire, Place
+from salvo.journalformat import Row, parse_spool_line, spool_line
+
+# The journal's formats live in salvo.journalformat; these names stay importable from here.
+event_to_json = journalformat.event_to_json
+event_text = journalformat.event_text
+event_from_json = journalformat.event_from_json
+config_to_json = journalformat.config_to_json
+config_from_json = journalformat.config_from_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS arenas (
@@ -86,106 +92,6 @@ GAME_EVENTS = (
     " WHERE n.arena = g.arena AND n.game > g.game), 9223372036854775807)"
     " AND e.arena = g.arena AND e.game = g.game"
 )
-
-
-# -- events as JSON ---------------------------------------------------------------------
-
-
-def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
-    if isinstance(ev, Fire):
-        return {
-            "type": "fire",
-            "shooter": ev.shooter,
-            "target": ev.target,
-            "x": ev.x,
-            "y": ev.y,
-            "turn": ev.turn,
-            "game": ev.game,
-            "nonce": ev.nonce.hex() if ev.nonce is not None else None,
-            "now": ev.now,
-        }
-    if isinstance(ev, Burn):
-        return {
-            "type": "burn",
-            "player": ev.player,
-            "nonce": ev.nonce.hex(),
-            "code": ev.code,
-            "now": ev.now,
-        }
-    if isinstance(ev, Extend):
-        return {"type": "extend", "seconds": ev.seconds, "now": ev.now}
-    if isinstance(ev, Tick):
-        return {"type": "tick", "now": ev.now}
-    if isinstance(ev, Place):
-        p = ev.placement
-        return {
-            "type": "place",
-            "name": ev.name,
-            "ship": ev.ship,
-            "x": p.x,
-            "y": p.y,
-            "orientation": p.orientation.value,
-            "nonce": ev.nonce.hex() if ev.nonce is not None else None,
-            "now": ev.now,
-        }
-    if isinstance(ev, Join):
-        # Replays only compare keys for equality: an audit copy needs a digest, not the key.
-        key = hashlib.sha256(ev.key).hexdigest() if redact_keys else ev.key.hex()
-        return {"type": "join", "name": ev.name, "key": key, "redacted": redact_keys, "now": ev.now}
-    if isinstance(ev, CloseLobby):
-        return {"type": "close_lobby", "reason": ev.reason, "now": ev.now}
-    if isinstance(ev, Abandon):
-        return {"type": "abandon", "reason": ev.reason, "now": ev.now}
-    return {"type": "configure", "config": asdict(ev.config), "now": ev.now}
-
-
-def event_text(ev: Event) -> str:
-    """``dumps(event_to_json(ev))``; a fire's spelled out, as there is one
-    journaled per shot and the shot's hit waits for its spool line."""
-    if type(ev) is not Fire:
-        return dumps(event_to_json(ev))
-    turn = "null" if ev.turn is None else str(ev.turn)
-    game = "null" if ev.game is None else dumps(ev.game)
-    nonce = "null" if ev.nonce is None else f'"{ev.nonce.hex()}"'
-    return (
-        f'{{"type":"fire","shooter":{dumps(ev.shooter)},"target":{dumps(ev.target)},"x":{ev.x},"y":{ev.y},'
-        f'"turn":{turn},"game":{game},"nonce":{nonce},"now":{ev.now!r}}}'
-    )
-
-
-def event_from_json(d: dict[str, Any]) -> Event:
-    kind = d["type"]
-    if kind == "fire":
-        nonce = bytes.fromhex(d["nonce"]) if d["nonce"] is not None else None
-        # v1 journals named no shooter (it was the current player) and no game.
-        return Fire(d.get("shooter", ""), d["target"], d["x"], d["y"], d["turn"], d.get("game"), nonce, d["now"])
-    if kind == "burn":
-        return Burn(d["player"], bytes.fromhex(d["nonce"]), d["now"], d.get("code", ""))
-    if kind == "extend":
-        return Extend(d["seconds"], d["now"])
-    if kind == "tick":
-        return Tick(d["now"])
-    if kind == "place":
-        nonce = bytes.fromhex(d["nonce"]) if d.get("nonce") else None
-        placement = Placement(d["x"], d["y"], Orientation(d["orientation"]))
-        return Place(d["name"], d["ship"], placement, d["now"], nonce)
-    if kind == "join":
-        return Join(d["name"], bytes.fromhex(d["key"]), d["now"])
-    if kind == "close_lobby":
-        return CloseLobby(d["reason"], d["now"])
-    if kind == "abandon":
-        return Abandon(d["reason"], d["now"])
-    if kind == "configure":
-        return Configure(Config(**d["config"]), d["now"])
-    raise ValueError(f"unknown event type {kind!r}")
-
-
-def config_to_json(config: Config) -> str:
-    return json.dumps(asdict(config), sort_keys=True)
-
-
-def config_from_json(text: str) -> Config:
-    return Config(**json.loads(text))
 
 
 # -- the store -----------------------------------------------------------------------------
@@ -270,25 +176,6 @@ def _failure(path: Path, exc: BaseException) -> StoreFailure:
     return StoreFailure(f"cannot write the state file {path}: {why} ({exc}); nothing more is published")
 
 
-#: An event on its way into SQLite: (id, arena, game, journal text, nonce, starts its game).
-_Row = tuple[int, str, int, str, "bytes | None", bool]
-
-
-def spool_line(row: _Row, arena_json: str) -> str:
-    """One spool line: id, arena (JSON), game, nonce (hex or -), event (JSON), tab-separated."""
-    nonce = row[4].hex() if row[4] is not None else "-"
-    return f"{row[0]}\t{arena_json}\t{row[2]}\t{nonce}\t{row[3]}\n"
-
-
-def _parse_spool_line(line: bytes) -> tuple[int, str, int, str, bytes | None]:
-    """The inverse of :func:`spool_line`; ValueError when the line is damaged."""
-    id_, arena, game, nonce, text = line.decode("utf-8").split("\t", 4)
-    name = json.loads(arena)
-    if not isinstance(name, str) or not isinstance(json.loads(text), dict):
-        raise ValueError("not a spool line")
-    return int(id_), name, int(game), text, None if nonce == "-" else bytes.fromhex(nonce)
-
-
 class Store:
     """The referee's state file. Thread-safe.
 
@@ -333,7 +220,7 @@ class Store:
         self._lock = threading.Lock()
         #: ids, the spool file and the events not yet in SQLite
         self._spool_lock = threading.Lock()
-        self._pending: list[_Row] = []
+        self._pending: list[Row] = []
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -418,7 +305,7 @@ class Store:
         lines = data.split(b"\n")
         for line in lines[:-1]:  # the last piece has no newline: empty, or cut off by a power cut
             try:
-                rows.append(_parse_spool_line(line))
+                rows.append(parse_spool_line(line))
             except (ValueError, UnicodeDecodeError):
                 break
         dropped = len(lines) - 1 - len(rows) + (1 if lines[-1] else 0)
@@ -497,7 +384,7 @@ class Store:
         if self._spool < 0:
             raise RuntimeError("a read-only store records nothing")
         with self._spool_lock:
-            rows: list[_Row] = []
+            rows: list[Row] = []
             lines = []
             for arena, game, ev in entries:
                 game_key = (arena, game)

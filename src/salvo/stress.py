@@ -22,9 +22,9 @@ from typing import Any
 
 from salvo.bots import make_strategy
 from salvo.client import GameRecord, SalvoClient
-from salvo.conformance.harness import Recorder
 from salvo.mqtt import Broker
 from salvo.topics import Topics
+from salvo.watch import Recorder
 
 
 def rss_mb(pid: int, field_name: str = "VmRSS") -> float:

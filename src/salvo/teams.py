@@ -42,6 +42,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from salvo.errors import Code, Illegal
+from salvo.failures import Failure
 from salvo.topics import TournamentTopics, access_filters, name_error
 
 #: What mosquitto_passwd uses for ``$7$`` hashes.
@@ -56,7 +57,7 @@ _VERIFIER_PERSON = b"salvo-team"
 _hasher = PasswordHasher()
 
 
-class TeamsError(Exception):
+class TeamsError(Failure):
     """A registry or password file problem, with a message for the organiser."""
 
 
@@ -215,7 +216,10 @@ def write_acl_from_passwd(
     """Rewrite the ACL for every login of the password file (all but the
     referee are teams), for ``arenas`` (None: any prefix; KEEP: those the
     file covers now). Returns its path and the logins left without rights
-    because they cannot be team names."""
+    because they cannot be team names. FileNotFoundError without a password
+    file: an ACL without its logins would shut every team out."""
+    if not passwd.exists():
+        raise FileNotFoundError(f"no password file at {passwd}")
     path = acl or default_acl_path(passwd)
     return path, _write_acl(path, read_passwd(passwd), arenas)
 
@@ -363,6 +367,22 @@ class Card:
         )
 
 
+def is_tls_url(broker: str) -> bool:
+    """Whether a broker address is a TLS listener (the card then names a CA)."""
+    return broker.startswith(("mqtts:", "ssl:", "wss:"))
+
+
+def card_ca_file(broker: str, passwd: Path, ca_file: Path | None) -> Path | None:
+    """The CA file for a team's card: as given, else for a TLS ``broker``
+    tls/ca.crt next to the password file (where ``salvo tls`` puts it), if
+    there. FileNotFoundError for a given one that is not there."""
+    if ca_file is None and is_tls_url(broker) and (passwd.parent / "tls" / "ca.crt").exists():
+        ca_file = passwd.parent / "tls" / "ca.crt"
+    if ca_file is not None and not ca_file.exists():
+        raise FileNotFoundError(f"no CA file at {ca_file} (make one with: salvo tls)")
+    return ca_file
+
+
 def add_team(
     registry: Path,
     passwd: Path,
@@ -391,7 +411,7 @@ def add_team(
             f"a game secret must have at least {MIN_SECRET_CHARS} characters (or leave it out for a random one)"
         )
     ca_name = fingerprint = None
-    if ca_file is not None and broker.startswith(("mqtts:", "ssl:", "wss:")):
+    if ca_file is not None and is_tls_url(broker):
         from salvo.tls import TlsError, certificate_fingerprint
 
         try:

@@ -32,11 +32,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from salvo.failures import Failure, MissingExtra
+
+try:  # the 'organiser' extra: only the organiser's certificate and card commands need it
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise MissingExtra(
+        "certificates need the 'organiser' extra: pip install 'salvo[organiser]' (cryptography)"
+    ) from exc
 
 DEFAULT_DIR = Path("data/tls")
 CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY = "ca.crt", "ca.key", "server.crt", "server.key"
@@ -50,7 +57,7 @@ _LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 _DNS_RE = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
 
 
-class TlsError(Exception):
+class TlsError(Failure):
     """A certificate problem, with a message for the organiser."""
 
 

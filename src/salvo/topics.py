@@ -59,6 +59,41 @@ class Inbound(enum.Enum):
     FIRE = "fire"
 
 
+class Outbound(enum.Enum):
+    """The topic families the referee publishes (values: :class:`Topics` attributes)."""
+
+    STATE = "state"
+    SERVER = "server"
+    PUBKEY = "pubkey"
+    GAME_ID = "game_id"
+    LEASE = "lease"
+    SWEEP = "sweep"
+    DEADLINE = "deadline"
+    TURN = "turn"
+    CURRENT = "current"
+    HITS = "hits"
+    SALVO = "salvo"
+    WINNER = "winner"
+    ERRORS = "errors"
+    STATS_SUMMARY = "stats_summary"
+    PLAYERS_LIST = "players_list"
+    PLAYERS_COUNT = "players_count"
+    STATS_PLAYER = "stats_player"  # name
+    HIT = "hit"  # name
+    PLAYER_ERROR = "player_error"  # name
+    DEFEATED = "defeated"  # name
+    APPROVED = "approved"  # name, ship
+    SUNK = "sunk"  # name, ship
+    SHIP_ERROR = "ship_error"  # name, ship
+
+
+#: The last level of a player's own topics, and of their ships'.
+_PLAYER_LEAVES: Final = {"hit": Outbound.HIT, "error": Outbound.PLAYER_ERROR, "defeated": Outbound.DEFEATED}
+_SHIP_LEAVES: Final = {"approved": Outbound.APPROVED, "sunk": Outbound.SUNK, "error": Outbound.SHIP_ERROR}
+#: The families of one topic per arena: all but the per-player ones.
+_GAME_WIDE: Final = tuple(set(Outbound) - {*_PLAYER_LEAVES.values(), *_SHIP_LEAVES.values(), Outbound.STATS_PLAYER})
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     """An inbound topic taken apart. ``name`` and ``ship`` are raw topic levels:
@@ -66,6 +101,15 @@ class Route:
     ``/game/errors``) from a bad message of a good name."""
 
     kind: Inbound
+    name: str = ""
+    ship: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A topic the referee publishes, taken apart (raw levels, as :class:`Route`'s)."""
+
+    kind: Outbound
     name: str = ""
     ship: str = ""
 
@@ -102,6 +146,9 @@ class Topics:
         #: The referee's own marker at the end of its start-up sweep (not retained).
         self.sweep = f"{self._game}/sweep"
         self._players_slash = self._players + "/"
+        self._stats_players = f"{self._game}/stats/players/"
+        #: each game-wide topic to its (shared, immutable) route
+        self._outbound = {getattr(self, kind.value): Published(kind) for kind in _GAME_WIDE}
         # Per-player builders run on every shot: memoise them per instance. The
         # bound keeps a flood of made-up names from growing memory.
         self.player_error = lru_cache(maxsize=1024)(self._player_error)
@@ -113,6 +160,7 @@ class Topics:
         self.sunk = lru_cache(maxsize=1024)(self._sunk)
         self.ship_error = lru_cache(maxsize=1024)(self._ship_error)
         self.place = lru_cache(maxsize=1024)(self._place)
+        self.parse_outbound = lru_cache(maxsize=1024)(self._parse_outbound)
 
     def _player_error(self, name: str) -> str:
         return f"{self._players}/{name}/error"
@@ -214,6 +262,26 @@ class Topics:
             return Route(Inbound.FIRE, name=levels[0])
         if len(levels) == 4 and levels[1] == "ships" and levels[3] == "place":
             return Route(Inbound.PLACE, name=levels[0], ship=levels[2])
+        return None
+
+    def _parse_outbound(self, topic: str) -> Published | None:
+        """Take a topic the referee publishes apart; None when it is not one
+        of this arena's. (Memoised per instance: a client reads the same
+        topics all game long.)"""
+        if (route := self._outbound.get(topic)) is not None:
+            return route
+        if topic.startswith(self._stats_players):
+            name = topic[len(self._stats_players) :]
+            return Published(Outbound.STATS_PLAYER, name=name) if name and "/" not in name else None
+        if not topic.startswith(self._players_slash):
+            return None
+        levels = topic[len(self._players_slash) :].split("/")
+        if not levels[0]:
+            return None
+        if len(levels) == 2 and (kind := _PLAYER_LEAVES.get(levels[1])) is not None:
+            return Published(kind, name=levels[0])
+        if len(levels) == 4 and levels[1] == "ships" and levels[2] and (kind := _SHIP_LEAVES.get(levels[3])):
+            return Published(kind, name=levels[0], ship=levels[2])
         return None
 
     def owns(self, topic: str) -> bool:

@@ -30,14 +30,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from salvo.codec import dumps
-from salvo.conformance.harness import Recorder
+from salvo.errors import Code, Illegal
+from salvo.failures import Failure
 from salvo.mqtt import Broker
 from salvo.rules import SHIP_IDS
 from salvo.topics import Topics, TournamentTopics
+from salvo.watch import Recorder
 from salvo.wire import PlayerStats, StatsSummary
+
+if TYPE_CHECKING:
+    from salvo.protocol import Arena
+    from salvo.referee import Referee
+    from salvo.teams import Registry
 
 log = logging.getLogger("salvo.tournament")
 
@@ -216,7 +223,7 @@ class Director:
         for a in arenas:
             t = Topics(a)
             filters += [t.state, t.players_list, t.stats_summary, t.stats_player("+"), t.approved("+", "+")]
-        self.rec = Recorder(broker, filters, label="tournament")
+        self.rec = Recorder(broker, filters, label="tournament", keep="latest")
 
     # -- publishing -------------------------------------------------------------------
 
@@ -457,3 +464,94 @@ def _fresh(payload: bytes, played: set[tuple[int, str]]) -> bool:
     if not isinstance(job, dict):
         return False
     return bool(job.get("done")) or (job.get("round"), job.get("arena")) not in played
+
+
+# -- a night: who plays, for how many rounds, and running it ----------------------------------
+
+
+class TournamentError(Failure):
+    """The tournament cannot start or carry on: too few teams, a state file
+    of another tournament, a broker out of reach."""
+
+
+def entrants(registry: Registry, source: Path) -> list[str]:
+    """The registered teams, in name order; a tournament needs two."""
+    teams = sorted(registry.teams)
+    if len(teams) < 2:
+        raise TournamentError(f"a tournament needs at least two registered teams; {source} has {len(teams)}")
+    return teams
+
+
+def default_rounds(fmt: str, teams: int) -> int:
+    """A round robin plays everybody once (a bye each round for an odd
+    count); a swiss tournament three rounds."""
+    return (teams - 1 + teams % 2) if fmt == "round-robin" else 3
+
+
+def plan(path: Path, fmt: str, rounds: int | None, teams: list[str]) -> State:
+    """What ``path`` holds, when it is this tournament (a restarted director
+    carries on), or a new one of ``rounds`` (default: :func:`default_rounds`)."""
+    saved = State.load(path)
+    if saved is not None and (saved.format != fmt or saved.teams != teams):
+        raise TournamentError(
+            f"{path} holds another tournament ({saved.format}, {len(saved.teams)} teams); use a new --state"
+        )
+    return saved or State(fmt, rounds if rounds is not None else default_rounds(fmt, len(teams)), teams)
+
+
+def no_show_error(no_show_after: float, placement_timeout: float) -> str | None:
+    """Why a no-show deadline (0: none) cannot be used with this placement
+    timeout, or None."""
+    if no_show_after and no_show_after <= placement_timeout:
+        return f"must be longer than --placement-timeout ({placement_timeout:g}s): a slow placer is not a no-show"
+    return None
+
+
+def restrict_lobbies(arenas: list[Arena], registry: Registry) -> dict[str, set[str]]:
+    """Let into each arena only the teams scheduled there now, with their
+    registered secret. The roster returned (arena -> those teams) is the
+    director's to change; the arenas read it at every join."""
+    roster: dict[str, set[str]] = {arena.topics.prefix: set() for arena in arenas}
+    for arena in arenas:
+        p = arena.topics.prefix
+
+        def admit(name: str, secret: str, p: str = p) -> bool | None:
+            verified = registry.admit(name, secret)
+            if name not in roster[p]:
+                raise Illegal(
+                    Code.NOT_REGISTERED,
+                    f"{name!r} is not scheduled in arena {p!r} now; see /tournament/assignments/{name}",
+                )
+            return verified
+
+        arena.admit = admit
+    return roster
+
+
+def hold(
+    director: Director,
+    service: Referee,
+    *,
+    on_started: Callable[[], object] = lambda: None,
+    connect_timeout: float = 30.0,
+) -> list[Row] | None:
+    """Run the night with its referee until every game is played: the final
+    standings; None when it was stopped first (the same state file carries
+    on). ``on_started`` runs once the referee is connected."""
+    adopted = director.adopt()  # before the referee reads the joins the broker kept for it
+    service.start()
+    if not service.wait_connected(connect_timeout):
+        service.stop()
+        director.close()
+        raise TournamentError(f"cannot reach the broker at {director.broker.url}")
+    on_started()
+    rows: list[Row] = []
+    try:
+        rows = director.run(adopted)
+    except KeyboardInterrupt:
+        director.stop.set()
+    finally:
+        stopped = director.stop.is_set()
+        director.close()
+        service.stop()
+    return None if stopped else rows

@@ -23,7 +23,7 @@ from typing import Any
 
 from salvo import wire
 from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Orientation, Placement, cell
-from salvo.topics import Topics
+from salvo.topics import Outbound, Published, Topics
 
 Shot = tuple[str, int, int]  # (target, x, y)
 
@@ -293,43 +293,45 @@ class Observer:
     def __init__(self, view: View, topics: Topics) -> None:
         self.view = view
         self.t = topics
-        me = view.me
-        self._exact: dict[str, Callable[[str], GameEvent | None]] = {
-            topics.state: self._state,
-            topics.turn: self._turn,
-            topics.current: self._current,
-            topics.salvo: self._salvo,
-            topics.players_list: self._list,
-            topics.winner: self._winner,
-            topics.stats_summary: self._summary,
-            topics.deadline: self._deadline,
-            topics.pubkey: self._pubkey,
-            topics.server: self._server,
-            topics.game_id: self._game_id,
-            topics.hit(me): self._hit,
-            topics.player_error(me): self._error,
-            topics.errors: self._public_error,
+        # Game-wide topics: their text only. The player and ship topics take the route too.
+        self._game: dict[Outbound, Callable[[str], GameEvent | None]] = {
+            Outbound.STATE: self._state,
+            Outbound.TURN: self._turn,
+            Outbound.CURRENT: self._current,
+            Outbound.SALVO: self._salvo,
+            Outbound.PLAYERS_LIST: self._list,
+            Outbound.WINNER: self._winner,
+            Outbound.STATS_SUMMARY: self._summary,
+            Outbound.DEADLINE: self._deadline,
+            Outbound.PUBKEY: self._pubkey,
+            Outbound.SERVER: self._server,
+            Outbound.GAME_ID: self._game_id,
+            Outbound.ERRORS: self._public_error,
+        }
+        self._player: dict[Outbound, Callable[[Published, str], GameEvent | None]] = {
+            Outbound.STATS_PLAYER: self._stats,
+            Outbound.HIT: self._hit,
+            Outbound.PLAYER_ERROR: self._error,
+            Outbound.DEFEATED: self._defeated,
+            Outbound.SUNK: self._sunk,
+            Outbound.APPROVED: self._approved,
+            Outbound.SHIP_ERROR: self._ship_error,
         }
         self._replay = False
-        self._players = topics.players_list.removesuffix("list")
-        self._stats = topics.stats_summary.removesuffix("summary") + "players/"
 
     def feed(self, topic: str, payload: bytes | str, retained: bool = False) -> GameEvent | None:
         """Apply one message. ``retained`` marks a replay of retained state
         (after a (re)subscribe): it is not news about the latest salvo."""
+        route = self.t.parse_outbound(topic)
+        if route is None:
+            return None
         text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
         self._replay = retained
-        handler = self._exact.get(topic)
         try:
-            if handler is not None:
-                return handler(text)
-            if topic.startswith(self._stats):
-                if text:
-                    name = topic[len(self._stats) :]
-                    self.view.stats[name] = wire.PlayerStats.model_validate_json(text)
-                    return StatsPublished(name)
-            elif topic.startswith(self._players):
-                return self._player_topic(topic[len(self._players) :].split("/"), text)
+            if (game_wide := self._game.get(route.kind)) is not None:
+                return game_wide(text)
+            if (per_player := self._player.get(route.kind)) is not None:
+                return per_player(route, text)
         except ValueError:
             pass  # not ours to judge: a payload we cannot read changes nothing
         return None
@@ -411,7 +413,9 @@ class Observer:
         self.view.game_id = text or None
         return None
 
-    def _hit(self, text: str) -> GameEvent | None:
+    def _hit(self, route: Published, text: str) -> GameEvent | None:
+        if route.name != self.view.me:
+            return None
         hit = wire.Hit.model_validate_json(text)
         v = self.view
         if (hit.turn, hit.shot) in v.incoming_seen:
@@ -420,7 +424,9 @@ class Observer:
         v.incoming.append((hit.x, hit.y))
         return ShotAtMe(hit.x, hit.y)
 
-    def _error(self, text: str) -> GameEvent | None:
+    def _error(self, route: Published, text: str) -> GameEvent | None:
+        if route.name != self.view.me:
+            return None
         report = wire.ErrorReport.model_validate_json(text)
         self.view.errors.append(report)
         return ErrorReported(report)
@@ -429,32 +435,45 @@ class Observer:
         # Not kept in view.errors: anyone's rejections land here.
         return ErrorReported(wire.ErrorReport.model_validate_json(text), public=True)
 
-    def _player_topic(self, levels: list[str], text: str) -> GameEvent | None:
-        v = self.view
-        if len(levels) == 2 and levels[1] == "defeated" and text == "true":
-            v.defeated.add(levels[0])
-            return PlayerDefeated(levels[0])
-        if len(levels) != 4 or levels[1] != "ships" or not text:
+    def _stats(self, route: Published, text: str) -> GameEvent | None:
+        if not text:
             return None
-        owner, ship, what = levels[0], levels[2], levels[3]
-        if what == "sunk" and text == "true" and ship in FLEET:
-            gone = v.sunk.setdefault(owner, [])
-            if ship in gone:
-                return None
-            gone.append(ship)
-            # A live sink follows the salvo that caused it.
-            last = v.last_salvo
-            if not self._replay and last is not None and last.player == v.me and last.turn in v.salvos:
-                v.salvos[last.turn].sunk.append((owner, ship))
-            return ShipSunk(owner, ship)
-        if what == "approved" and owner == v.me:
-            (v.approved.add if text == "true" else v.approved.discard)(ship)
-            return ShipApproved(ship, text == "true")
-        if what == "error" and owner == v.me:
-            report = wire.ErrorReport.model_validate_json(text)
-            v.errors.append(report)
-            return ErrorReported(report)
-        return None
+        self.view.stats[route.name] = wire.PlayerStats.model_validate_json(text)
+        return StatsPublished(route.name)
+
+    def _defeated(self, route: Published, text: str) -> GameEvent | None:
+        if text != "true":
+            return None
+        self.view.defeated.add(route.name)
+        return PlayerDefeated(route.name)
+
+    def _sunk(self, route: Published, text: str) -> GameEvent | None:
+        v, owner, ship = self.view, route.name, route.ship
+        if text != "true" or ship not in FLEET:
+            return None
+        gone = v.sunk.setdefault(owner, [])
+        if ship in gone:
+            return None
+        gone.append(ship)
+        # A live sink follows the salvo that caused it.
+        last = v.last_salvo
+        if not self._replay and last is not None and last.player == v.me and last.turn in v.salvos:
+            v.salvos[last.turn].sunk.append((owner, ship))
+        return ShipSunk(owner, ship)
+
+    def _approved(self, route: Published, text: str) -> GameEvent | None:
+        v = self.view
+        if route.name != v.me or not text:
+            return None
+        (v.approved.add if text == "true" else v.approved.discard)(route.ship)
+        return ShipApproved(route.ship, text == "true")
+
+    def _ship_error(self, route: Published, text: str) -> GameEvent | None:
+        if route.name != self.view.me or not text:
+            return None
+        report = wire.ErrorReport.model_validate_json(text)
+        self.view.errors.append(report)
+        return ErrorReported(report)
 
 
 def parse_names(text: str) -> list[str]:

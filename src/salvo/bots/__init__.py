@@ -1,15 +1,15 @@
 """Strategies for bots, usable in memory and over MQTT.
 
-``make_strategy("density", seed=1)``; see :class:`~salvo.bots.base.Strategy`
+``make_strategy("density", seed=1)``; see :class:`~salvo.strategy.Strategy`
 to write your own.
 """
 
 from __future__ import annotations
 
-from salvo.bots.base import Strategy
 from salvo.bots.density import Density
 from salvo.bots.hunt_target import HuntTarget
 from salvo.bots.random_ import RandomStrategy
+from salvo.strategy import Strategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
     RandomStrategy.name: RandomStrategy,

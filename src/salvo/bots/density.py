@@ -12,8 +12,8 @@ where that pays and concentrate where a hit is likely.
 
 from __future__ import annotations
 
-from salvo.bots.base import Salvo, Strategy
 from salvo.rules import FLEET
+from salvo.strategy import Salvo, Strategy
 from salvo.view import Evidence, Shot, View, placements
 
 #: How much likelier a placement through an open hit is than one that is not

@@ -9,8 +9,8 @@ come after certain hits.
 
 from __future__ import annotations
 
-from salvo.bots.base import ALL_CELLS, Salvo, Strategy
 from salvo.rules import FLEET, cell, on_board, xy
+from salvo.strategy import ALL_CELLS, Salvo, Strategy
 from salvo.view import Evidence, Shot, View
 
 _DIRS = ((1, 0), (-1, 0), (0, 1), (0, -1))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from salvo.bots.base import Salvo, Strategy
+from salvo.strategy import Salvo, Strategy
 from salvo.view import Shot, View
 
 

@@ -16,9 +16,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from salvo.bots.base import Strategy
 from salvo.engine import Accepted, Config, Fire, Game, Join, Phase, Place, Publish
 from salvo.rules import FLEET, SHIP_IDS, Placement, cell, on_board, random_fleet
+from salvo.strategy import Strategy
 from salvo.topics import Topics, matches
 from salvo.view import MySalvo, Observer, View
 

@@ -12,10 +12,11 @@ import os
 from dataclasses import dataclass
 
 from salvo import crypto
-from salvo.conformance.harness import Msg, Team, fire_data, wait_until
+from salvo.conformance.harness import Team, fire_data
 from salvo.conformance.session import Session
 from salvo.conformance.verdict import NoReply, error_report, expect, json_or_none
 from salvo.rules import BOARD_SIZE
+from salvo.watch import Msg, wait_until
 
 #: Where the message for a later turn aims: game 1's plan fires at ship cells
 #: and the first empty cells, never here before that turn comes.

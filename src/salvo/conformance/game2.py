@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-from salvo.conformance.harness import wait_until
 from salvo.conformance.lobby import fill_lobby
 from salvo.conformance.model import Board, fleet_columns, fleet_rows
 from salvo.conformance.over import retained_json
 from salvo.conformance.session import Session
 from salvo.conformance.verdict import Abort, CaseFailed, expect, field_is, json_or_none, obj
 from salvo.rules import SHIP_IDS
+from salvo.watch import wait_until
 
 GARBAGE = [
     b"",

@@ -11,10 +11,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from salvo.conformance.harness import Msg, Team
+from salvo.conformance.harness import Team
 from salvo.conformance.model import Model
 from salvo.conformance.session import Session
 from salvo.conformance.verdict import Abort, CaseFailed, NoReply, expect, id_bits, json_or_none, obj
+from salvo.watch import Msg
 
 
 @dataclass

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from salvo.conformance.cases import CASES
-from salvo.conformance.harness import Msg, Recorder, Team
+from salvo.conformance.harness import Team
 from salvo.conformance.verdict import (
     Abort,
     CaseFailed,
@@ -32,6 +32,7 @@ from salvo.conformance.verdict import (
 )
 from salvo.mqtt import Broker
 from salvo.topics import Topics, is_valid_name, matches
+from salvo.watch import Msg, Recorder
 
 QUIET = 0.6  # seconds of silence that make "nothing happened" believable
 

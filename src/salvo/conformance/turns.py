@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 
 from salvo.conformance import fire
-from salvo.conformance.harness import Msg
 from salvo.conformance.lobby import Game1
 from salvo.conformance.model import Model
 from salvo.conformance.session import Session
 from salvo.conformance.verdict import Abort, expect, field_is, obj
+from salvo.watch import Msg
 
 SETTLED_AT_THE_END = (
     "turn.announce",

@@ -2,7 +2,7 @@
 published without tripping over it.
 
 A case FAILs only for the referee's fault: a broken rule (:class:`CaseFailed`)
-or no answer in time (:class:`~salvo.conformance.harness.NoReply`). Anything
+or no answer in time (:class:`~salvo.watch.NoReply`). Anything
 else raised while judging is a bug of the suite itself and is reported as an
 ERROR, never as a failure of the referee. So every read of a referee payload
 goes through the helpers here, which turn a payload of the wrong shape into
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from salvo.conformance.cases import Case
-from salvo.conformance.harness import Msg, NoReply
+from salvo.watch import Msg, NoReply
 
 __all__ = [
     "CODES",

@@ -1,0 +1,162 @@
+"""What every ``salvo`` command shares: the exit codes and the exceptions
+that carry them, logging set-up, and the broker, arena and referee options.
+
+Domain failures are classified by class (:mod:`salvo.failures`); the main
+group turns any that reaches it into its exit code (:func:`exit_for`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from salvo.failures import BrokerRefusal, Failure, LocalFailure
+
+if TYPE_CHECKING:
+    from salvo.engine import Config
+    from salvo.mqtt import Broker
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    BROKER_REFUSED = 3
+    LOCAL_FILE = 4
+
+
+class SalvoError(click.ClickException):
+    """A failure the user can act on; the class says the exit code."""
+
+    exit_code = ExitCode.FAILED
+
+
+class BrokerRefused(SalvoError):
+    exit_code = ExitCode.BROKER_REFUSED
+
+
+class LocalFileError(SalvoError):
+    exit_code = ExitCode.LOCAL_FILE
+
+
+def exit_for(failure: Failure) -> SalvoError:
+    """The exit a domain failure ends the command with, by its class."""
+    if isinstance(failure, BrokerRefusal):
+        return BrokerRefused(str(failure))
+    if isinstance(failure, LocalFailure):
+        return LocalFileError(str(failure))
+    return SalvoError(str(failure))
+
+
+@contextlib.contextmanager
+def local_files() -> Iterator[None]:
+    """An OSError (a file that cannot be read or written) exits 4."""
+    try:
+        yield
+    except OSError as exc:
+        raise LocalFileError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def connection_exits() -> Iterator[None]:
+    """A broker that refuses our login exits 3, one out of reach 1."""
+    try:
+        yield
+    except ConnectionRefusedError as exc:
+        raise BrokerRefused(str(exc)) from None
+    except ConnectionError as exc:
+        raise SalvoError(str(exc)) from None
+
+
+def setup_logging(level: str) -> None:
+    """The one place logging is configured: library code only logs."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)-7s %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+    )
+
+
+# -- options ------------------------------------------------------------------------------
+
+
+def _remember_ca_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    ctx.meta["salvo.ca_file"] = value
+
+
+def broker_option(f: F) -> F:
+    """--broker, --username, --password and --ca-file (read by :func:`parse_broker`)."""
+    f = click.option(
+        "--ca-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        envvar="SALVO_CA_FILE",
+        expose_value=False,
+        callback=_remember_ca_file,
+        help="For mqtts:// and wss://: trust only this CA (the organiser's ca.crt from `salvo tls`).",
+    )(f)
+    f = click.option("--password", envvar="SALVO_PASSWORD", help="MQTT password (or in the URL).")(f)
+    f = click.option("--username", envvar="SALVO_USERNAME", help="MQTT username (or in the URL).")(f)
+    return click.option(
+        "--broker",
+        envvar="SALVO_BROKER",
+        default="mqtt://localhost:1883",
+        show_default=True,
+        help="Broker URL: mqtt://[user[:pass]@]host[:port], mqtts://, ws://, wss://.",
+    )(f)
+
+
+key_file_option = click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-referee.key",
+    show_default=True,
+    help="The referee's X25519 key (created 0600 on first run).",
+)
+log_level_option = click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+
+
+def parse_broker(url: str, username: str | None, password: str | None) -> Broker:
+    from salvo.mqtt import Broker
+
+    ca_file = click.get_current_context().meta.get("salvo.ca_file")
+    try:
+        broker = Broker.from_url(url).with_credentials(username, password)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--broker") from None
+    return broker.with_ca_file(str(ca_file) if ca_file else None)
+
+
+def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
+    """--prefix, or --arenas: a count N (arena1..arenaN) or comma-separated prefixes."""
+    from salvo.topics import name_error
+
+    if arenas:
+        names = [f"arena{i}" for i in range(1, int(arenas) + 1)] if arenas.isdigit() else arenas.split(",")
+    else:
+        names = [prefix]
+    for name in names:
+        if name and (err := name_error(name, "arena prefix")):
+            raise click.BadParameter(f"{name!r}: {err}", param_hint="--prefix/--arenas")
+    if len(set(names)) != len(names):
+        raise click.BadParameter("arena prefixes must differ", param_hint="--arenas")
+    return names
+
+
+def game_config(*args: Any) -> Config:
+    """The engine's settings from the timing options (inconsistent ones: usage error)."""
+    from salvo.engine import Config
+
+    try:
+        return Config(*args)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None

@@ -1,0 +1,185 @@
+"""Playing and watching: ``salvo bot``, ``salvo demo``, ``salvo spectate``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import click
+
+from salvo.cli.common import (
+    BrokerRefused,
+    SalvoError,
+    broker_option,
+    connection_exits,
+    log_level_option,
+    parse_broker,
+    setup_logging,
+)
+
+
+@click.command()
+@broker_option
+@click.option("--name", required=True, help="Team name (also the MQTT username unless --username).")
+@click.option("--secret", required=True, envvar="SALVO_SECRET", help="The team's game secret.")
+@click.option(
+    "--strategy", type=click.Choice(["random", "hunt-target", "density"]), default="density", show_default=True
+)
+@click.option("--prefix", default="", help="Arena prefix.")
+@click.option("--games", type=click.IntRange(min=1), help="Stop after this many games (default: play on forever).")
+@click.option("--seed", type=int, help="Seed for the strategy's randomness.")
+@click.option("--plain", is_flag=True, help="Join with plain JSON instead of a request sealed to /game/pubkey.")
+@click.option(
+    "--tournament",
+    "follow",
+    is_flag=True,
+    help="Play wherever /tournament/assignments/NAME says, until the tournament is done.",
+)
+def bot(
+    broker: str,
+    username: str | None,
+    password: str | None,
+    name: str,
+    secret: str,
+    strategy: str,
+    prefix: str,
+    games: int | None,
+    seed: int | None,
+    plain: bool,
+    follow: bool,
+) -> None:
+    """Play as one team with a built-in strategy.
+
+    Joins, places a fleet, plays every turn, and after each reset joins the
+    next game. Prints one summary line per game. With --tournament it plays
+    in the arena the tournament assigns, game after game, until it is done.
+    """
+    from salvo.bots import make_strategy
+    from salvo.client import JoinRefused, PlacementRefused, SalvoClient
+
+    target = parse_broker(broker, username, password)
+    if follow:
+        from salvo.tournament import follow as follow_tournament
+
+        try:
+            n = follow_tournament(
+                target, name, secret, lambda: make_strategy(strategy, seed), on_game=lambda r: click.echo(r.line())
+            )
+        except (JoinRefused, PlacementRefused) as exc:
+            raise SalvoError(f"the referee refused: {exc}") from None
+        click.echo(f"tournament done: {n} games played")
+        return
+    try:
+        client = SalvoClient(name, secret, target, prefix=prefix, sealed=not plain)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--name") from None
+    with connection_exits():
+        client.connect()
+    try:
+        client.play(make_strategy(strategy, seed), games=games, on_game=lambda r: click.echo(r.line()))
+    except (JoinRefused, PlacementRefused) as exc:
+        raise SalvoError(f"the referee refused: {exc}") from None
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        client.close()
+
+
+@click.command()
+@click.option("--bots", type=click.IntRange(2, 8), default=4, show_default=True, help="How many bots play.")
+@click.option("--games", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--broker",
+    envvar="SALVO_BROKER",
+    help="Play on this broker instead of an embedded one (its account must be allowed everything).",
+)
+@click.option("--username", envvar="SALVO_USERNAME")
+@click.option("--password", envvar="SALVO_PASSWORD")
+@click.option("--prefix", default="demo", show_default=True, help="Arena prefix of the demo game.")
+@click.option(
+    "--delay",
+    type=click.FloatRange(min=0),
+    default=0.2,
+    show_default=True,
+    help="Seconds each bot thinks before a salvo, so you can follow.",
+)
+@click.option("--turn-timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True)
+@click.option("--seed", type=int, help="Seed for strategies and the first player.")
+def demo(
+    bots: int,
+    games: int,
+    broker: str | None,
+    username: str | None,
+    password: str | None,
+    prefix: str,
+    delay: float,
+    turn_timeout: float,
+    seed: int | None,
+) -> None:
+    """Watch a complete game with nothing set up.
+
+    Starts an embedded MQTT broker (unless --broker), the referee with short
+    timeouts and bots with mixed strategies, and shows every board live as
+    the referee sees it, then the winner and the stats.
+    """
+    from salvo.demo import run_demo
+
+    if broker is not None:
+        parse_broker(broker, username, password)
+    logging.getLogger("salvo").setLevel(logging.ERROR)  # the boards tell the story, not log lines
+    try:
+        result = run_demo(
+            bots=bots,
+            games=games,
+            broker_url=broker,
+            username=username,
+            password=password,
+            prefix=prefix,
+            delay=delay,
+            turn_timeout=turn_timeout,
+            seed=seed,
+        )
+    except ConnectionError as exc:
+        raise SalvoError(str(exc)) from None
+    for i, winner in enumerate(result.winners, 1):
+        click.echo(f"game {i}: winner {winner or 'nobody'}")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on (0.0.0.0: the whole venue).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@broker_option
+@log_level_option
+def spectate(host: str, port: int, broker: str, username: str | None, password: str | None, log_level: str) -> None:
+    """Serve the live spectator page: arenas, turns, hits, sinks, winners, standings.
+
+    This server reads the public topics of every arena from the broker
+    (anonymously unless --username) and streams them to browsers as
+    server-sent events: browsers never talk to the broker, and the page
+    needs nothing from the internet. Put it on the projector: one page shows
+    every arena and the tournament table.
+    """
+    from salvo.spectate import SpectatorServer
+
+    setup_logging(log_level)
+    target = parse_broker(broker, username, password)
+    try:
+        server = SpectatorServer((host, port), target)
+    except OSError as exc:
+        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    try:
+        assert server.feed is not None
+        server.feed.settled.wait(10)
+        if server.feed.refused:
+            raise BrokerRefused(server.feed.refused)
+        click.echo(f"spectator page on {server.url} (broker: {target.url}); Ctrl-C stops")
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.close()

@@ -1,0 +1,348 @@
+"""What one arena does with what it received: inbox items become engine
+effects, and a batch of them is journaled, then published, then
+acknowledged (see Dispatcher._flush). The connections and the arena's
+states around it are :mod:`salvo.runner`'s."""
+
+from __future__ import annotations
+
+import abc
+import collections
+import enum
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import paho.mqtt.client as paho
+
+from salvo import crypto
+from salvo.connection import Link, acknowledged
+from salvo.engine import Event, Publish
+from salvo.errors import Code, Illegal, Rejection
+from salvo.loop import Loop
+from salvo.pacing import REPORTS_PER_S, FloodClock, RejectionLog, ReportBudget
+from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
+from salvo.teams import Registry
+
+log = logging.getLogger("salvo.referee")
+
+#: Journaled events wait for their SQLite commit until the loop has nothing
+#: to do, or until there are this many (see Dispatcher._flush).
+SETTLE_MAX: Final = 256
+
+
+class Journal(Protocol):
+    """Where accepted events are persisted (see :mod:`salvo.store`)."""
+
+    def record_many(self, entries: list[tuple[str, int, Event]]) -> int:
+        """Make the events durable (they survive this process being killed);
+        the journal id of the last one. Raises StoreFailure when it cannot."""
+
+    def settle(self) -> None:
+        """Finish storing what was recorded: off the critical path, after the
+        batch's results are out. Raises StoreFailure when it cannot."""
+
+    def mark_published(self, arena: str, event_id: int) -> None:
+        """The broker acknowledged everything the arena's events up to
+        ``event_id`` entitled the teams to hear."""
+
+    def check_intact(self) -> None:
+        """Raise StoreFailure when the state file vanished or was replaced."""
+
+    @property
+    def pending(self) -> int:
+        """Events recorded but not yet settled."""
+
+
+class Stop(enum.Enum):
+    """Why a referee stopped on its own; the CLI turns it into an exit code."""
+
+    BROKER_REFUSED = "broker refused"  # credentials or authorisation: retrying will not help
+    STATE = "state"  # the state file cannot be written, or vanished
+    ARENA_TAKEN = "arena taken"  # another referee holds the arena now
+    INTERNAL = "internal error"  # a bug
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    kind: Stop
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+# -- what the inbox holds, besides messages ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    topic: str
+    payload: bytes
+    mid: int
+    qos: int
+    retain: bool
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDone:
+    job: DeriveKey
+    future: Future[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    session_present: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OutConnected:
+    #: presence had been announced when it (re)connected: a reconnect, which
+    #: the last will may have answered with 'down'
+    was_up: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSeen:
+    lease: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CloseLobby:
+    reason: str
+    #: True when the lobby was closed, False when a game had started
+    closed: Future[bool]
+
+
+class Dispatcher(abc.ABC):
+    """One arena's batches. The runner built on it supplies the connections
+    (``client`` acknowledges, ``out`` publishes through ``_pub``) and what
+    the inbox's control items start: the sweep, a stop."""
+
+    client: paho.Client
+    out: paho.Client
+    _pub: Link
+
+    def __init__(
+        self,
+        arena: Arena,
+        *,
+        pool: Executor,
+        journal: Journal | None,
+        clock: Callable[[], float],
+        registry: Registry | None,
+        loop: Loop,
+    ) -> None:
+        self.arena = arena
+        self.name = arena.topics.prefix or "(default)"
+        self.loop = loop
+        self._pool = pool
+        self._journal = journal
+        self._clock = clock
+        self._registry = registry
+        self.dropped_reports = 0
+        self.rejections = RejectionLog(self.name, clock)
+        self._reports = ReportBudget(clock)
+        self.cleared_retained = 0
+        self.poisoned = 0  # messages that met a bug (see _dispatch)
+        self._flood = FloodClock(clock())
+        #: The acknowledgements of join messages whose derivation is under
+        #: way, by job: sent once the join's outcome is durable (or refused).
+        self._held: dict[int, list[tuple[int, int]]] = {}
+        #: Batches whose publishes await the broker's PUBACK, with the journal
+        #: id they complete; then the journal marks them published.
+        self._unacked: collections.deque[tuple[int, list[paho.MQTTMessageInfo]]] = collections.deque()
+        self._mark = 0  # the journal id the batch being built completes, without records of its own
+        #: This referee's lease came back from the broker: from then on
+        #: another lease means the arena was taken over.
+        self._lease_echoed = False
+        # The batch being worked through (see _flush).
+        self._records: list[tuple[str, int, Event]] = []
+        self._outbox: list[Publish] = []
+        self._acks: list[tuple[int, int]] = []
+
+    # -- what the runner supplies --------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def is_up(self) -> bool:
+        """Presence was announced (and the subscribing connection is up)."""
+
+    @abc.abstractmethod
+    def _sweep_after_connect(self, session_present: bool) -> None:
+        """A Connected item's turn came: start the sweep."""
+
+    @abc.abstractmethod
+    def _halt(self, fatal: Fatal | None) -> None:
+        """Stop once the current batch is out."""
+
+    @abc.abstractmethod
+    def _enqueue(self, item: object) -> None:
+        """On the loop's thread: put ``item`` into the inbox."""
+
+    # -- one batch -----------------------------------------------------------------------
+
+    def _dispatch(self, item: object) -> None:
+        now = self._clock()
+        if isinstance(item, Message):
+            job = None
+            if item.retain:
+                self._clear_retained(item)
+            else:
+                try:
+                    effects = self.arena.on_message(item.topic, item.payload, now)
+                except Exception:
+                    # A bug, reached by a message someone sent: that message is
+                    # dropped (and acknowledged, or it would come back at every
+                    # restart), the arena plays on. The rules validate before
+                    # they change anything, so the game is as it was.
+                    self.poisoned += 1
+                    log.exception("[%s] a message on %s broke the referee (a bug); dropped", self.name, item.topic[:99])
+                    effects = []
+                job = next((e for e in effects if isinstance(e, DeriveKey)), None)
+                self._execute(effects)
+            if item.qos > 0:
+                # A join waits for its key derivation: acknowledged only once its
+                # outcome is journaled (or refused), so a referee killed meanwhile
+                # gets the join again from the broker.
+                (self._held[id(job)] if job is not None else self._acks).append((item.mid, item.qos))
+        elif isinstance(item, KeyDone):
+            exc = item.future.exception()
+            if exc is None:
+                self._execute(self.arena.on_key(item.job, item.future.result(), now))
+            else:
+                if not isinstance(exc, Rejection):
+                    log.error("[%s] key derivation for %s failed", self.name, item.job.name, exc_info=exc)
+                    exc = Illegal(Code.BUSY, "busy: the join could not be checked; try again")
+                self._execute(self.arena.on_key_failed(item.job, exc, now))
+            self._acks += self._held.pop(id(item.job), [])
+        elif isinstance(item, LeaseSeen):
+            self._check_lease(item.lease)
+        elif isinstance(item, OutConnected):
+            # A reconnect: its last will may have said "down" meanwhile. (Up
+            # for the first time, the presence the sweep ends with says "up".)
+            if item.was_up and self.is_up:
+                self._outbox.append(Publish(self.arena.topics.server, "up", True))
+        elif isinstance(item, CloseLobby):
+            effects = self.arena.close_lobby(item.reason, now)
+            self._execute(effects)
+            self._flush()
+            item.closed.set_result(any(isinstance(e, Record) for e in effects))
+        elif isinstance(item, Connected):
+            self._sweep_after_connect(item.session_present)
+
+    def _clear_retained(self, item: Message) -> None:
+        """A message on an inbound topic with the retain flag: stale (left
+        from before this referee subscribed) or sent retained against the
+        protocol. Either way it is no action; clear it, so the broker does
+        not keep it and hand it out again at every resubscribe."""
+        if not item.payload:
+            return  # a clearing (ours, echoed back)
+        self.cleared_retained += 1
+        self._outbox.append(Publish(item.topic, "", True))
+        self.rejections.emit(
+            Log(
+                False,
+                "cleared a retained message on %s (inbound topics are not retained)",
+                (item.topic[:120],),
+                "retained",
+            )
+        )
+
+    def _execute(self, effects: list[Effect] | list[Publish]) -> None:
+        for effect in effects:
+            if isinstance(effect, Publish):
+                if effect.expendable and not self._reports.take(effect.topic):
+                    self.dropped_reports += 1
+                    if self.dropped_reports % 1000 == 1:
+                        log.warning(
+                            "[%s] over %.0f error reports/s: %d dropped so far",
+                            self.name,
+                            REPORTS_PER_S,
+                            self.dropped_reports,
+                        )
+                    continue
+                self._outbox.append(effect)
+            elif isinstance(effect, Record):
+                self._records.append((self.arena.topics.prefix, effect.game_no, effect.event))
+            elif isinstance(effect, DeriveKey):
+                if id(effect) not in self._held:  # (a repeat of a join gets the job under way)
+                    self._held[id(effect)] = []
+                    future = self._pool.submit(_team_key, self._registry, effect)
+                    future.add_done_callback(self._key_callback(effect))
+            elif isinstance(effect, Log):
+                if not effect.accepted:
+                    self._flood.rejected += 1
+                self.rejections.emit(effect)
+
+    def _flush(self) -> None:
+        """Journal the batch's events, then publish its effects, then ack its
+        messages: nothing is announced or acknowledged before it is durable.
+        The journal's SQLite commit comes later (its spool append made the
+        events durable): when the loop has nothing to do, so neither a shot's
+        hit nor the next shot of a salvo waits for it."""
+        journal = self._journal
+        mark, self._mark = self._mark, 0
+        if self._records and journal is not None:
+            mark = journal.record_many(self._records)  # StoreFailure: nothing goes out
+        self._records.clear()
+        publish = self.out.publish
+        infos = [publish(e.topic, e.payload, qos=1, retain=e.retain) for e in self._outbox]
+        self._outbox.clear()
+        if mark and journal is not None:
+            self._unacked.append((mark, infos))
+        self._pub.write_now()  # the results on the wire before the acks
+        for mid, qos in self._acks:
+            self.client.ack(mid, qos)
+        self._acks.clear()
+        if journal is not None and journal.pending:
+            if journal.pending >= SETTLE_MAX:
+                journal.settle()
+            else:
+                self.loop.call_when_idle(journal.settle)
+
+    def _note_published(self) -> None:
+        """PUBACKs came in: tell the journal which batches' results the
+        broker has (a restart publishes again only what came after; see
+        salvo.resume)."""
+        unacked, journal = self._unacked, self._journal
+        last = 0
+        while unacked and all(map(acknowledged, unacked[0][1])):
+            last = unacked.popleft()[0]
+        if last and journal is not None:
+            journal.mark_published(self.arena.topics.prefix, last)
+
+    def _check_lease(self, payload: bytes) -> None:
+        """A lease on this arena. Once this referee's own came back from the
+        broker, another one after it means the arena was taken over (by a
+        referee started while this one was cut off, or at the same moment):
+        the last claim wins, this one stops, quietly. (What the broker held
+        before this referee's claim is an earlier holder's, approved by the
+        survey at start-up.)"""
+        lease = self.arena.lease
+        if lease is None or not payload:
+            return
+        if payload.decode("utf-8", "replace") == lease:
+            self._lease_echoed = True
+            return
+        if not self._lease_echoed:
+            return
+        log.error("[%s] another referee took this arena over (lease %s); stopping", self.name, payload[:200])
+        taken = f"arena {self.name}: another referee took it over (its lease: {payload[:200]!r})"
+        self._halt(Fatal(Stop.ARENA_TAKEN, taken))
+
+    def _key_callback(self, job: DeriveKey) -> Callable[[Future[bytes]], None]:
+        def done(future: Future[bytes]) -> None:  # on a pool thread: only hand the result over
+            self.loop.call_soon_threadsafe(self._enqueue, KeyDone(job, future))
+
+        return done
+
+
+def _team_key(registry: Registry | None, job: DeriveKey) -> bytes:
+    """On a pool thread: check a registered team's secret when the registry
+    could not at once (an old entry: argon2id), then derive its team key
+    (argon2id; the spec's KDF)."""
+    if registry is not None and job.verify:
+        registry.verify(job.name, job.secret)
+    return crypto.derive_team_key(job.name, job.secret)

@@ -1,0 +1,112 @@
+"""An arena's game from the journal: a known arena resumes where its
+events left it, with what the broker never acknowledged to publish again; a
+new one starts with a seed and an id key of its own."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from nacl.public import PrivateKey
+
+from salvo.engine import Config, Fire, Game, Publish, Rejected
+from salvo.protocol import Arena, Record
+from salvo.store import Store
+from salvo.topics import Topics
+
+log = logging.getLogger("salvo.referee")
+
+
+def make_arenas(
+    prefixes: list[str],
+    config: Config,
+    seed: int | str | None,
+    referee_key: PrivateKey,
+    store: Store | None = None,
+    clock: Callable[[], float] = time.time,
+    *,
+    sealed_joins_only: bool = False,
+    unbound_fire: bool = False,
+) -> list[Arena]:
+    """One arena per prefix, all sharing the referee key pair. Arena ``p``'s
+    games are seeded with ``(seed, p)`` so arenas do not mirror each other;
+    each has a random key its game ids derive from.
+
+    With a store, a known arena resumes: its stored seed and id key, then
+    every event of its current game replayed through the engine; a new arena
+    is added with a random seed unless one is given."""
+    arenas = []
+    for p in prefixes:
+        known = store.arena(p) if store is not None else None
+        if known is None:
+            base = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
+            id_key = os.urandom(32)
+            if store is not None:
+                store.add_arena(p, _arena_seed(base, p), config, id_key)
+            game = Game(config, Topics(p), _arena_seed(base, p), id_key=id_key)
+            arenas.append(Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire))
+            continue
+        assert store is not None
+        game, backlog, backlog_to = _resume(store, p, known)
+        arena = Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire)
+        arena.backlog, arena.backlog_to = backlog, backlog_to
+        if seed is not None and _arena_seed(seed, p) != known[0]:
+            log.warning("[%s] keeps its stored seed; --seed applies to new arenas only", p or "(default)")
+        if arena.game.config != config:
+            # Journaled, so a later replay switches settings at this very point.
+            for effect in arena.configure(config, clock()):
+                if isinstance(effect, Record):
+                    store.record(p, effect.game_no, effect.event)
+        arenas.append(arena)
+    return arenas
+
+
+def _arena_seed(seed: int | str, prefix: str) -> str:
+    return f"{seed}/{prefix}" if prefix else str(seed)
+
+
+def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tuple[Game, list[Publish], int]:
+    """The arena's game as its journal left it; and what its events entitled
+    the teams to hear that the broker never acknowledged (the referee died
+    between journaling and publishing): those publishes in order, and the
+    journal id they reach."""
+    seed, created_with, id_key = known
+    game_no, events = store.current_game_ids(prefix)
+    config = store.config_before(prefix, game_no) or created_with
+    published = store.published(prefix)
+    # Only this game's nonces matter (its id binds every signature to it):
+    # they come back with its events.
+    game = Game(config, Topics(prefix), seed, game_no=game_no, id_key=id_key)
+    backlog: list[Publish] = []
+    for event_id, journaled in events:
+        event = journaled
+        if type(event) is Fire and not event.shooter:
+            # A v1 journal: its shots were the current player's.
+            event = event._replace(shooter=game.current or "")
+        result = game.handle(event)
+        if isinstance(result, Rejected):  # the journal and the engine disagree: say so, go on
+            log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
+        elif event_id > published:
+            backlog += result.effects
+    backlog = _latest_retained(backlog)
+    log.info(
+        "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d; %d results to publish again",
+        prefix or "(default)",
+        game.game_no,
+        store.path,
+        len(events),
+        game.phase.value,
+        game.turn,
+        len(backlog),
+    )
+    return game, backlog, events[-1][0] if events and events[-1][0] > published else 0
+
+
+def _latest_retained(backlog: list[Publish]) -> list[Publish]:
+    """The backlog with only the last value of each retained topic: publishing
+    the values in between again would send a retained topic back in time
+    (a lobby list shrinking) before it reaches its value again."""
+    last = {p.topic: i for i, p in enumerate(backlog) if p.retain}
+    return [p for i, p in enumerate(backlog) if not p.retain or last[p.topic] == i]

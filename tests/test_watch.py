@@ -1,0 +1,102 @@
+"""salvo.watch.Recorder on the real broker: what each ``keep`` mode keeps,
+positions that mean the same in every mode, and sync()."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from salvo.mqtt import Broker
+from salvo.watch import Keep, NoReply, Recorder
+
+from mosquitto import Mosquitto
+from mqttkit import Recorder as UserRecorder
+
+
+@pytest.fixture
+def sender(broker: Mosquitto) -> Iterator[UserRecorder]:
+    rec = UserRecorder(broker, "referee", [])
+    yield rec
+    rec.close()
+
+
+def recorder(broker: Mosquitto, prefix: str, keep: Keep) -> UserRecorder:
+    return UserRecorder(broker, "referee", [f"/{prefix}/#"], keep=keep)
+
+
+def send(sender: UserRecorder, rec: Recorder, prefix: str, topics: str) -> None:
+    """One message per letter of ``topics`` (on /prefix/<letter>), numbered
+    by position; then every one has arrived."""
+    for i, topic in enumerate(topics):
+        sender.publish(f"/{prefix}/{topic}", str(i))
+    rec.sync(f"/{prefix}/sync")
+
+
+def seen(rec: Recorder, prefix: str, after: int = 0) -> list[str]:
+    n = len(prefix) + 2
+    return [f"{m.topic[n:]}{m.text}" for m in rec.since(after) if not m.topic.endswith("/sync")]
+
+
+def test_keep_all_keeps_every_message_at_its_position(broker: Mosquitto, sender: UserRecorder, prefix: str) -> None:
+    rec = recorder(broker, prefix, "all")
+    try:
+        send(sender, rec, prefix, "abaca")
+        assert seen(rec, prefix) == ["a0", "b1", "a2", "c3", "a4"]
+        assert rec.messages[3].text == "3" and rec.mark() == 6  # the marker is the sixth
+        assert seen(rec, prefix, after=2) == ["a2", "c3", "a4"]
+        assert [m.text for m in rec.on(f"/{prefix}/a", after=1)] == ["2", "4"]
+    finally:
+        rec.close()
+
+
+def test_keep_latest_keeps_one_message_a_topic_however_many_came(
+    broker: Mosquitto, sender: UserRecorder, prefix: str
+) -> None:
+    rec = recorder(broker, prefix, "latest")
+    try:
+        send(sender, rec, prefix, "abaca" * 40)
+        assert rec.mark() == 201  # positions count every message received
+        assert seen(rec, prefix) == ["b196", "c198", "a199"]  # oldest first
+        assert len(rec.messages) == 4  # and the marker's topic
+        assert seen(rec, prefix, after=197) == ["c198", "a199"]
+        assert rec.text(f"/{prefix}/b") == "196"
+        assert rec.wait(lambda m: m.text == "199").topic == f"/{prefix}/a"
+        with pytest.raises(NoReply):  # replaced: not found any more
+            rec.wait(lambda m: m.text == "0", timeout=0.1)
+    finally:
+        rec.close()
+
+
+def test_keep_n_is_a_ring_of_the_latest_n(broker: Mosquitto, sender: UserRecorder, prefix: str) -> None:
+    rec = recorder(broker, prefix, 4)
+    try:
+        send(sender, rec, prefix, "abcdef")
+        assert rec.mark() == 7
+        assert seen(rec, prefix) == ["d3", "e4", "f5"]  # and the marker: four in all
+        assert len(rec.messages) == 4
+        assert seen(rec, prefix, after=4) == ["e4", "f5"]
+        assert rec.text(f"/{prefix}/a") == "0"  # latest() still knows every topic
+        with pytest.raises(NoReply):
+            rec.wait(lambda m: m.text == "2", timeout=0.1)
+    finally:
+        rec.close()
+
+
+@pytest.mark.parametrize("keep", [0, -3, True, "some"])
+def test_keep_must_be_all_latest_or_a_positive_count(keep: object) -> None:
+    with pytest.raises(ValueError, match="keep must be"):  # before it connects anywhere
+        Recorder(Broker(host="127.0.0.1", port=9), keep=keep)  # type: ignore[arg-type]  # wrong on purpose
+
+
+def test_sync_waits_for_what_others_sent_before(broker: Mosquitto, sender: UserRecorder, prefix: str) -> None:
+    rec = recorder(broker, prefix, "all")
+    try:
+        for i in range(200):  # QoS 0: no PUBACK tells the sender they arrived
+            sender.publish(f"/{prefix}/burst", str(i), qos=0)
+        # (the sender's own PUBACK for a QoS 1 message after them: the broker took them all)
+        sender.publish(f"/{prefix}/last", "")
+        rec.sync(f"/{prefix}/sync")
+        assert [m.text for m in rec.on(f"/{prefix}/burst")] == [str(i) for i in range(200)]
+    finally:
+        rec.close()
