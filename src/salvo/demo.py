@@ -9,7 +9,6 @@ the referee sees it (rich).
 from __future__ import annotations
 
 import contextlib
-import logging
 import tempfile
 import threading
 import time
@@ -241,7 +240,6 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo; returns the winner of each game."""
     console = console or Console()
-    logging.getLogger("salvo").setLevel(logging.ERROR)
     embedded = EmbeddedBroker().start() if broker_url is None else None
     url = embedded.url if embedded else broker_url
     assert url is not None
