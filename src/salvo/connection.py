@@ -7,10 +7,11 @@ when paho has bytes it could not write yet. The loop then calls
 ``loop_read``/``loop_write``, and ``loop_misc`` (keep-alive) on a timer.
 A link also (re)connects with jittered, capped back-off.
 
-Connecting (``reconnect()``) blocks the loop for the TCP (and TLS)
-handshake, as it did before the loop: cheap on a local network; a broker
-address that drops packets would stall every arena up to paho's connect
-timeout.
+Each attempt after the first goes to the next node of a cluster
+(:class:`salvo.mqtt.Client`). Connecting (``reconnect()``) blocks the loop
+for the TCP (and TLS) handshake: cheap on a local network, and a node that
+is down refuses at once; a broker address that drops packets would stall
+every arena up to paho's connect timeout (CONNECT_TIMEOUT_S).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
 from salvo.loop import Handle, Loop, Timer
-from salvo.mqtt import Broker
+from salvo.mqtt import Broker, Client
 
 log = logging.getLogger("salvo.referee")
 
@@ -39,6 +40,10 @@ RETRY_MIN_S: Final = 0.1
 RETRY_MAX_S: Final = 1.0
 #: paho's keep-alive and timeout bookkeeping (loop_misc) runs this often.
 MISC_EVERY_S: Final = 1.0
+#: paho's TCP (and TLS) connect blocks the loop up to this long (its default
+#: is 5 s) for a node that drops packets; a node that is down refuses at once.
+#: (Set by whoever makes the client: paho refuses it once connect_async ran.)
+CONNECT_TIMEOUT_S: Final = 2.0
 #: A readable socket is read for at most this many packets at a time (the
 #: other arenas wait meanwhile): enough for a salvo to become one batch.
 READ_MAX: Final = 64
@@ -72,7 +77,7 @@ class Link:
     def __init__(
         self,
         loop: Loop,
-        client: paho.Client,
+        client: Client,
         role: str,
         *,
         name: str,
@@ -145,10 +150,12 @@ class Link:
         try:
             self.client.reconnect()
         except OSError as exc:
+            host, port = self.client.endpoint
             log.warning(
-                "[%s] cannot reach broker %s (%s): %s; retrying in %.1f s",
+                "[%s] cannot reach broker %s:%d (%s): %s; retrying in %.1f s",
                 self.name,
-                self._broker.url,
+                host,
+                port,
                 self.role,
                 exc,
                 self.delay,
@@ -285,8 +292,9 @@ class Link:
 class Takeovers:
     """A pair of connections' drops, to tell when one was most likely taken
     over by another client with its client id: the broker closed it while
-    the other one stayed up (the broker itself, or the network, would have
-    dropped both)."""
+    the other one stayed up on the same node (the broker itself, or the
+    network, would have dropped both; on a cluster, a connection on another
+    node tells nothing)."""
 
     def __init__(self, name: str, client_ids: dict[str, str]) -> None:
         assert len(client_ids) == 2
@@ -294,12 +302,19 @@ class Takeovers:
         self.client_ids = client_ids
         self._other = dict(zip(client_ids, reversed(client_ids), strict=True))
         self._drops = dict.fromkeys(client_ids, 0)
-        # how often the other connection had dropped when this one did
+        #: the node each connection is on, while it is up
+        self._node: dict[str, tuple[str, int] | None] = dict.fromkeys(client_ids)
+        # how often the other connection had dropped when this one did, and
+        # whether it was up on the same node then
         self._other_drops_then = dict.fromkeys(client_ids, 0)
+        self._other_beside = dict.fromkeys(client_ids, False)
 
     def dropped(self, role: str, rc: ReasonCode, *, quiet: bool = False) -> None:
+        other = self._other[role]
         self._drops[role] += 1
-        self._other_drops_then[role] = self._drops[self._other[role]]
+        self._other_drops_then[role] = self._drops[other]
+        self._other_beside[role] = self._node[role] is not None and self._node[other] == self._node[role]
+        self._node[role] = None
         if quiet:
             return
         if rc.value == SESSION_TAKEN_OVER:  # (mosquitto 2.0.11 just closes the socket)
@@ -307,8 +322,10 @@ class Takeovers:
         elif rc.value != 0:
             log.warning("[%s] lost the broker (%s, %s); reconnecting", self.name, role, rc)
 
-    def reconnected(self, role: str) -> None:
-        if self._drops[role] and self._drops[self._other[role]] == self._other_drops_then[role]:
+    def reconnected(self, role: str, node: tuple[str, int]) -> None:
+        self._node[role] = node
+        other = self._other[role]
+        if self._drops[role] and self._other_beside[role] and self._drops[other] == self._other_drops_then[role]:
             self._taken_over(role)
 
     def _taken_over(self, role: str) -> None:

@@ -21,6 +21,7 @@ from salvo.connection import Link, acknowledged
 from salvo.engine import Event, Publish
 from salvo.errors import Code, Illegal, Rejection
 from salvo.loop import Loop
+from salvo.mqtt import Client
 from salvo.pacing import REPORTS_PER_S, FloodClock, RejectionLog, ReportBudget
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
 from salvo.teams import Registry
@@ -120,8 +121,8 @@ class Dispatcher(abc.ABC):
     (``client`` acknowledges, ``out`` publishes through ``_pub``) and what
     the inbox's control items start: the sweep, a stop."""
 
-    client: paho.Client
-    out: paho.Client
+    client: Client
+    out: Client
     _pub: Link
 
     def __init__(

@@ -147,7 +147,10 @@ class EmbeddedBroker:
 def broker_url(broker: Broker) -> str:
     """``broker`` as a URL another process can take (credentials included)."""
     auth = f"{broker.username}:{broker.password}@" if broker.username else ""
-    return f"mqtt://{auth}{broker.host}:{broker.port}" + ("" if broker.mqtt5 else "?protocol=3")
+    query = "" if broker.mqtt5 else "?protocol=3"
+    urls = [f"mqtt://{f'[{host}]' if ':' in host else host}:{port}{query}" for host, port in broker.endpoints]
+    urls[0] = urls[0].replace("mqtt://", f"mqtt://{auth}", 1)
+    return ",".join(urls)
 
 
 def echo_main(url: str, inbound: str, outbound: str) -> None:

@@ -2,8 +2,14 @@
 
 Broker addresses are URLs: ``mqtt://[user[:password]@]host[:port]``, also
 ``mqtts://`` (TLS), ``ws://``/``wss://`` (websockets; the path is kept).
-MQTT 5 is spoken by default; ``?protocol=3`` selects 3.1.1 for brokers
-without MQTT 5 (the demo's embedded amqtt broker, for one).
+Several URLs separated by commas are the nodes of one cluster: a client
+connects to the first and, whenever a connection attempt fails or an
+established connection is lost, tries the next one (:class:`Client`).
+
+MQTT 5 is spoken by default. A broker that answers a CONNECT with
+"unsupported protocol version" (NATS, an MQTT 3.1.1-only mosquitto) gets
+MQTT 3.1.1 from the next attempt on, with the same session (:class:`Client`);
+``?protocol=3`` asks for 3.1.1 from the start.
 
 TLS verifies the broker's certificate, against the system's CAs or, with
 ``ca_file`` (``salvo tls`` makes one for a venue), against that CA only.
@@ -11,18 +17,26 @@ TLS verifies the broker's certificate, against the system's CAs or, with
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 import urllib.parse
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+
+log = logging.getLogger("salvo.mqtt")
 
 _DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883, "ws": 9001, "wss": 443}
+
+#: CONNACK: the broker does not speak the protocol version we asked for
+#: (an MQTT 3.1.1 broker's return code 1 reads as this reason in MQTT 5).
+UNSUPPORTED_PROTOCOL: Final = ReasonCode(PacketTypes.CONNACK, "Unsupported protocol version").value
 
 
 @dataclass(frozen=True)
@@ -37,10 +51,34 @@ class Broker:
     mqtt5: bool = True
     #: PEM file of the CA that signed the broker's certificate (TLS only)
     ca_file: str | None = None
+    #: the other nodes of a cluster, (host, port), tried in turn after ``host``
+    others: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_url(cls, url: str) -> Broker:
-        """Parse a broker URL; raise ValueError with a readable reason."""
+        """Parse a broker URL, or several separated by commas (the nodes of
+        one cluster: same scheme, protocol and path; one login, given in
+        any of them); raise ValueError with a readable reason."""
+        parts = [part.strip() for part in url.split(",")]
+        if not all(parts):
+            raise ValueError(f"empty broker URL in {url!r}")
+        first, *rest = (cls._one(part) for part in parts)
+        for other in rest:
+            if _shape(other) != _shape(first):
+                raise ValueError(
+                    f"the brokers of a cluster share scheme, path and protocol: {other.url} differs from {first.url}"
+                )
+        logins = {(b.username, b.password) for b in (first, *rest) if b.username is not None}
+        if len(logins) > 1:
+            raise ValueError("the brokers of a cluster share one login: give it once")
+        others = tuple((b.host, b.port) for b in rest)
+        if len({(first.host, first.port), *others}) != 1 + len(others):
+            raise ValueError(f"a broker is listed twice in {url!r}")
+        username, password = logins.pop() if logins else (None, None)
+        return replace(first, others=others, username=username, password=password)
+
+    @classmethod
+    def _one(cls, url: str) -> Broker:
         parts = urllib.parse.urlsplit(url if "://" in url else f"mqtt://{url}")
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
@@ -73,15 +111,133 @@ class Broker:
         return replace(self, ca_file=ca_file) if ca_file else self
 
     @property
+    def endpoints(self) -> tuple[tuple[str, int], ...]:
+        """Every node, (host, port), in the order they are tried."""
+        return ((self.host, self.port), *self.others)
+
+    @property
     def url(self) -> str:
-        """The URL without the password, for logs."""
+        """The URL (the nodes' URLs, comma-separated) without the password, for logs."""
         scheme = {("tcp", False): "mqtt", ("tcp", True): "mqtts", ("websockets", False): "ws"}.get(
             (self.transport, self.tls), "wss"
         )
         user = f"{self.username}@" if self.username else ""
         path = self.path if self.transport == "websockets" and self.path != "/" else ""
         query = "" if self.mqtt5 else "?protocol=3"
-        return f"{scheme}://{user}{self.host}:{self.port}{path}{query}"
+        first = f"{scheme}://{user}{_host(self.host)}:{self.port}{path}{query}"
+        return ",".join([first, *(f"{scheme}://{_host(h)}:{p}{path}{query}" for h, p in self.others)])
+
+
+def _shape(broker: Broker) -> tuple[object, ...]:
+    return broker.transport, broker.tls, broker.path, broker.mqtt5
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+#: The brokers (their endpoints) that refused MQTT 5 to a client of this process.
+_REFUSED_MQTT5: set[tuple[tuple[str, int], ...]] = set()
+
+
+class Client(paho.Client):
+    """paho's client, and what a cluster of brokers asks of it:
+
+    * every connection attempt after the first goes to the next of the
+      broker's endpoints (a lost connection most likely lost its node; the
+      session lives in the cluster, so any node resumes it);
+    * a broker that refuses MQTT 5 ("unsupported protocol version") is
+      spoken to in MQTT 3.1.1 from the next attempt on, keeping the session
+      persistent if it was (``clean_session=False``).
+
+    Whoever reads the protocol after connecting asks :attr:`mqtt5`, not the
+    Broker (which says what was asked for)."""
+
+    def __init__(self, broker: Broker, client_id: str, *, manual_ack: bool, persistent: bool) -> None:
+        # A broker that refused MQTT 5 to another client of this process is
+        # spoken to in 3.1.1 at once (a bot process opens many clients).
+        mqtt5 = broker.mqtt5 and broker.endpoints not in _REFUSED_MQTT5
+        super().__init__(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=paho.MQTTv5 if mqtt5 else paho.MQTTv311,
+            transport=broker.transport,
+            manual_ack=manual_ack,
+            clean_session=None if mqtt5 else not persistent,
+        )
+        self.endpoints = broker.endpoints
+        self.persistent = persistent
+        self._node = 0  # connect()/connect_async() name the first endpoint
+        self._tried = False
+        self._same_again = False
+        self._user_on_connect: Any = None
+        self._user_on_disconnect: Any = None
+        self._quiet_disconnect = False
+        self.on_pre_connect = self._pick_endpoint
+
+    @property
+    def mqtt5(self) -> bool:
+        """This connection speaks MQTT 5 (false once a broker refused it)."""
+        return self.protocol == paho.MQTTv5
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        """The node of the latest connection attempt."""
+        return self._host, self._port
+
+    # paho reads on_connect when a CONNACK arrives, and on_disconnect when the
+    # socket closes: ours look first, and keep a fall-back to themselves.
+    @property
+    def on_connect(self) -> Any:
+        return self._negotiate
+
+    @on_connect.setter
+    def on_connect(self, func: Any) -> None:
+        self._user_on_connect = func
+
+    @property
+    def on_disconnect(self) -> Any:
+        return self._disconnected
+
+    @on_disconnect.setter
+    def on_disconnect(self, func: Any) -> None:
+        self._user_on_disconnect = func
+
+    def _negotiate(self, client: paho.Client, userdata: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
+        if self._fell_back(rc):
+            self._quiet_disconnect = True  # the close that follows is no outage either
+        elif self._user_on_connect is not None:
+            self._user_on_connect(client, userdata, flags, rc, props)
+
+    def _disconnected(self, client: paho.Client, userdata: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
+        if self._quiet_disconnect:
+            self._quiet_disconnect = False
+        elif self._user_on_disconnect is not None:
+            self._user_on_disconnect(client, userdata, flags, rc, props)
+
+    def _fell_back(self, rc: ReasonCode) -> bool:
+        """A refusal of MQTT 5: speak 3.1.1 from the next attempt on (paho
+        itself steps down from 3.1.1 to 3.1 the same way, by setting the
+        protocol it connects with). The owner is not told: the retry is
+        paho's (or the loop's) usual reconnect."""
+        if rc.value != UNSUPPORTED_PROTOCOL or self._protocol != paho.MQTTv5:
+            return False
+        log.info("broker %s:%d refuses MQTT 5: speaking MQTT 3.1.1 to it", *self.endpoint)
+        _REFUSED_MQTT5.add(self.endpoints)
+        self._protocol = paho.MQTTv311
+        self._clean_session = not self.persistent
+        self._connect_properties = None  # (MQTT 5 only: session expiry)
+        self._same_again = True  # the same node again, in the protocol it speaks
+        self._reconnect_delay = None  # and at once: it answered, it is no outage
+        return True
+
+    def _pick_endpoint(self, _client: paho.Client, _userdata: Any) -> None:
+        # Called by reconnect() itself, in state "connecting": paho's host
+        # and port setters refuse then, so the fields are set directly.
+        if self._tried and not self._same_again and len(self.endpoints) > 1:
+            self._node = (self._node + 1) % len(self.endpoints)
+            self._host, self._port = self.endpoints[self._node]
+        self._tried, self._same_again = True, False
 
 
 def new_client(
@@ -91,18 +247,12 @@ def new_client(
     manual_ack: bool = False,
     will: tuple[str, str] | None = None,
     persistent: bool = False,
-) -> paho.Client:
-    """A paho client with VERSION2 callbacks, credentials, TLS and a retained
-    last will (topic, payload) set up; not yet connected. ``persistent``
-    keeps the session on a 3.1.1 broker (MQTT 5: see :func:`connect_async`)."""
-    client = paho.Client(
-        CallbackAPIVersion.VERSION2,
-        client_id=client_id,
-        protocol=paho.MQTTv5 if broker.mqtt5 else paho.MQTTv311,
-        transport=broker.transport,
-        manual_ack=manual_ack,
-        clean_session=None if broker.mqtt5 else not persistent,
-    )
+    connect_timeout: float = 5.0,
+) -> Client:
+    """A :class:`Client` with credentials, TLS and a retained last will
+    (topic, payload) set up; not yet connected. ``persistent`` keeps the
+    session on a 3.1.1 broker (MQTT 5: see :func:`connect_async`)."""
+    client = Client(broker, client_id, manual_ack=manual_ack, persistent=persistent)
     if broker.transport == "websockets":
         client.ws_set_options(path=broker.path)
     if broker.tls:
@@ -112,6 +262,7 @@ def new_client(
     if will is not None:
         client.will_set(will[0], will[1], qos=1, retain=True)
     client.reconnect_delay_set(min_delay=1, max_delay=30)
+    client.connect_timeout = connect_timeout
     client.on_socket_open = _no_delay
     return client
 

@@ -29,7 +29,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.connection import REFUSED, Link, Takeovers
+from salvo.connection import CONNECT_TIMEOUT_S, REFUSED, Link, Takeovers
 from salvo.dispatch import (
     CloseLobby,
     Connected,
@@ -42,7 +42,7 @@ from salvo.dispatch import (
     Stop,
 )
 from salvo.loop import Handle, Loop
-from salvo.mqtt import Broker, connect_async, new_client
+from salvo.mqtt import Broker, Client, connect_async, new_client
 from salvo.presence import Farewell, Sweep
 from salvo.protocol import Arena
 from salvo.store import StoreFailure
@@ -144,10 +144,10 @@ class ArenaRunner(Dispatcher):
         # The connection that only publishes never has a backlog.
         self._client_ids = {_CONNECTION: client_id, _PUBLISHING: f"{client_id}-out"}
         self._takeovers = Takeovers(self.name, self._client_ids)
-        self.client = new_client(broker, client_id, manual_ack=True, persistent=True)
+        self.client = new_client(broker, client_id, manual_ack=True, persistent=True, connect_timeout=CONNECT_TIMEOUT_S)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
-        self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"))
+        self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"), connect_timeout=CONNECT_TIMEOUT_S)
         self.out.on_connect = self._on_out_connect
         self.out.on_disconnect = self._on_out_disconnect
         self.out.max_inflight_messages_set(MAX_INFLIGHT)
@@ -172,7 +172,7 @@ class ArenaRunner(Dispatcher):
 
     def _link(
         self,
-        client: paho.Client,
+        client: Client,
         role: str,
         *,
         on_read: Callable[[], None],
@@ -200,14 +200,14 @@ class ArenaRunner(Dispatcher):
             return
         self._sub.up()
         self._ever_connected = True
-        self._takeovers.reconnected(_CONNECTION)
+        self._takeovers.reconnected(_CONNECTION, self.client.endpoint)
         # Retain-as-published (MQTT 5): a message a team published with the
         # retain flag keeps it, live or not, so the referee can clear it (a
         # retained inbound message would be re-read at every resubscribe).
         # Which referee holds the arena: watched for as long as this one runs.
         client.subscribe(self.arena.topics.lease, 0)
         filters = self.arena.topics.inbound_filters
-        if self._broker.mqtt5:
+        if self.client.mqtt5:
             client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
         else:
             client.subscribe([(f, 1) for f in filters])
@@ -222,7 +222,7 @@ class ArenaRunner(Dispatcher):
         self._pub.up()
         # This connection's last will may have said "down" while it was away
         # (a cut, or another client taking its id over): say "up" again.
-        self._takeovers.reconnected(_PUBLISHING)
+        self._takeovers.reconnected(_PUBLISHING, self.out.endpoint)
         self._high.append(OutConnected(self.connected.is_set()))
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
@@ -392,10 +392,12 @@ class ArenaRunner(Dispatcher):
     def _sweep_after_connect(self, session_present: bool) -> None:
         if not self.client.is_connected():
             return  # lost again meanwhile: the next connect sweeps
+        host, port = self.client.endpoint
         log.info(
-            "[%s] connected to %s (session %s); publishing retained state",
+            "[%s] connected to %s:%d (session %s); publishing retained state",
             self.name,
-            self._broker.url,
+            host,
+            port,
             "resumed" if session_present else "new",
         )
         self._begin_sweep()

@@ -227,7 +227,7 @@ class Feed:
         self.hub.connected()  # before subscribing: the replayed retained state comes after
         # Retain-as-published (MQTT 5) tells a live retained update (state to
         # keep) from a plain message. MQTT 3.1.1 cannot: see _on_message.
-        if self.broker.mqtt5:
+        if self.client.mqtt5:
             client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in subscriptions()])
         else:
             client.subscribe([(f, 1) for f in subscriptions()])
@@ -250,7 +250,7 @@ class Feed:
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         # Over 3.1.1 live messages lose their retain flag: keep every message.
-        retained = msg.retain or not self.broker.mqtt5
+        retained = msg.retain or not self.client.mqtt5
         self.hub.message(msg.topic, bytes(msg.payload), retained)
 
 

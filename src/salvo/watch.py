@@ -26,7 +26,7 @@ from typing import Any, Literal
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.mqtt import Broker, new_client
+from salvo.mqtt import Broker, connect_async, new_client
 
 __all__ = ["Keep", "Msg", "NoReply", "Recorder", "wait_until"]
 
@@ -88,7 +88,7 @@ class Recorder:
         self.client.on_subscribe = lambda *a: self._subscribed.set()
         self.client.on_message = self._on_message
         self.client.on_publish = self._on_publish
-        self.client.connect(broker.host, broker.port)
+        connect_async(self.client, broker)  # any node of a cluster that answers
         self.client.loop_start()
         if not self._connected.wait(10):
             self.close()
@@ -98,13 +98,18 @@ class Recorder:
         if self._filters and not self._subscribed.wait(10):
             raise TimeoutError("subscription not acknowledged")
 
+    @property
+    def mqtt5(self) -> bool:
+        """The connection speaks MQTT 5 (a broker may have refused it)."""
+        return self.client.mqtt5
+
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
         if rc.is_failure:
             self._refused = f"broker refused {self.broker.username or 'anonymous'}: {rc}"
             return
         self._connected.set()
         if self._filters:
-            if self.broker.mqtt5:
+            if self.client.mqtt5:
                 options = SubscribeOptions(qos=1, retainAsPublished=True)
                 client.subscribe([(f, options) for f in self._filters])
             else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -109,7 +110,8 @@ def broker_option(f: F) -> F:
         envvar="SALVO_BROKER",
         default="mqtt://localhost:1883",
         show_default=True,
-        help="Broker URL: mqtt://[user[:pass]@]host[:port], mqtts://, ws://, wss://.",
+        help="Broker URL: mqtt://[user[:pass]@]host[:port], mqtts://, ws://, wss://; several, comma-separated, for"
+        " the nodes of a cluster (tried in turn when one fails).",
     )(f)
 
 
@@ -137,16 +139,31 @@ def parse_broker(url: str, username: str | None, password: str | None) -> Broker
 
 
 def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
-    """--prefix, or --arenas: a count N (arena1..arenaN) or comma-separated prefixes."""
+    """--prefix, or --arenas: a count N (arena1..arenaN), or a comma-separated
+    list of prefixes and ranges M-N (arenaM..arenaN): several referee
+    processes (or machines) share a league's arenas by range, e.g. 1-500
+    and 501-1000."""
     from salvo.topics import name_error
 
-    if arenas:
-        names = [f"arena{i}" for i in range(1, int(arenas) + 1)] if arenas.isdigit() else arenas.split(",")
+    names: list[str] = []
+    if arenas and arenas.strip().isdigit():
+        names = [f"arena{i}" for i in range(1, int(arenas) + 1)]
+    elif arenas:
+        for item in (part.strip() for part in arenas.split(",")):
+            if match := re.fullmatch(r"(\d+)-(\d+)", item):
+                first, last = int(match[1]), int(match[2])
+                if not 1 <= first <= last:
+                    raise click.BadParameter(f"{item!r}: a range runs from 1 up, first to last", param_hint="--arenas")
+                names += [f"arena{i}" for i in range(first, last + 1)]
+            else:
+                names.append(item)
     else:
         names = [prefix]
     for name in names:
         if name and (err := name_error(name, "arena prefix")):
             raise click.BadParameter(f"{name!r}: {err}", param_hint="--prefix/--arenas")
+    if arenas and not all(names):
+        raise click.BadParameter("empty arena prefix in the list", param_hint="--arenas")
     if len(set(names)) != len(names):
         raise click.BadParameter("arena prefixes must differ", param_hint="--arenas")
     return names

@@ -24,7 +24,11 @@ from salvo.cli.common import (
 @click.command()
 @broker_option
 @click.option("--prefix", default="", help="Arena prefix: topics become /PREFIX/game/... (default: none).")
-@click.option("--arenas", help="Run several arenas: a count N (arena1..arenaN) or comma-separated prefixes.")
+@click.option(
+    "--arenas",
+    help="Run several arenas: a count N (arena1..arenaN), or comma-separated prefixes and ranges M-N"
+    " (arenaM..arenaN; other referee processes may hold the other ranges).",
+)
 @click.option(
     "--placement-timeout",
     type=click.FloatRange(min=0, min_open=True),

@@ -66,7 +66,7 @@ def game2(s: Session) -> None:
     with s.case("start.too_few"):
         time.sleep(max(0.0, at + 1.0 - time.time()))
         expect(not obs.on(t.state, after=filled), f"/game/state changed: {[m.text for m in obs.on(t.state, filled)]}")
-        snap = s.snapshot([t.state]) if obs.broker.mqtt5 and obs.latest(t.state) else s.retained([t.state])
+        snap = s.snapshot([t.state]) if obs.mqtt5 and obs.latest(t.state) else s.retained([t.state])
         expect(snap.get(t.state) == "lobby", f"the lobby should stay open: {snap}")
         told = [m.text[:120] for m in obs.on(t.player_error(a.name), after=start)]
         expect(not told, f"{a.name}, whose fleet was complete, was told {told[:1]}")

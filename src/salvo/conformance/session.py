@@ -249,7 +249,7 @@ class Session:
         the observer's retain-as-published flags tell what the referee retained
         without a new subscription (whose quiet wait could outlast a short turn
         or reset); on 3.1.1, a fresh subscriber is asked."""
-        if not self.obs.broker.mqtt5:
+        if not self.obs.mqtt5:
             return self.retained(topics)
         latest: dict[str, Msg] = {}
         for m in self.obs.since(0):

@@ -46,7 +46,7 @@ def play(s: Session, g: Game1, model: Model) -> None:
         shooter, allowed = info["player"], info["shots"]
         current = obs.wait(lambda m: m.topic == t.current, after=s.index(msg), what="/game/current")
         s.note("turn.announce", current.text == shooter, f"/game/current {current.text!r} != {shooter!r}")
-        if obs.broker.mqtt5:  # retain-as-published: the flag is the referee's
+        if obs.mqtt5:  # retain-as-published: the flag is the referee's
             s.note("turn.announce", msg.retain and current.retain, "/game/turn or /game/current not retained")
         if turn_no == 1:
             s.note("turn.order", shooter in model.order, f"first player {shooter!r} is not a participant")
@@ -170,7 +170,7 @@ def check_salvo(
         result == {"turn": turn, "player": shooter, "shots": len(shots), "hits": hits},
         f"turn {turn}: /game/salvo {salvo.text} (expected {len(shots)} shots, {hits} hits)",
     )
-    s.note("salvo.counts", salvo.retain or not s.obs.broker.mqtt5, f"turn {turn}: /game/salvo not retained")
+    s.note("salvo.counts", salvo.retain or not s.obs.mqtt5, f"turn {turn}: /game/salvo not retained")
     rest = [m for m in msgs if not m.topic.endswith("/hit")]
     topics = [m.topic for m in rest]
     i = topics.index(t.hits) if t.hits in topics else -1

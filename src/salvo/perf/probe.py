@@ -11,7 +11,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from salvo.mqtt import Broker, new_client
+from salvo.mqtt import Broker, connect_async, new_client
 
 
 class Probe:
@@ -22,17 +22,36 @@ class Probe:
         self.inbox: queue.Queue[tuple[str, bytes, float]] = queue.Queue()
         self.on_message: Callable[[str, bytes, float], None] | None = None
         self._subscribed = threading.Event()
+        self._connected = threading.Event()
+        self._filters = list(filters)
         self.client = new_client(broker, f"bench-{label}-{os.urandom(3).hex()}")
         self.client.max_inflight_messages_set(1000)
         self.client.max_queued_messages_set(0)
         self.client.on_message = self._message
+        self.client.on_connect = self._on_connect
         self.client.on_subscribe = lambda *_a: self._subscribed.set()
-        self.client.connect(broker.host, broker.port)
+        connect_async(self.client, broker)  # any node of a cluster that answers
         self.client.loop_start()
-        if filters:
-            self.client.subscribe([(f, 1) for f in filters])
-            if not self._subscribed.wait(10):
-                raise TimeoutError("subscription not acknowledged")
+        if not self._connected.wait(10):
+            self.client.loop_stop()
+            raise ConnectionError(f"cannot connect to {broker.url}")
+        if filters and not self._subscribed.wait(10):
+            raise TimeoutError("subscription not acknowledged")
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
+        if rc.is_failure:
+            return
+        if self._filters:  # (again after a reconnect: a new node may not have the session)
+            client.subscribe([(f, 1) for f in self._filters])
+        self._connected.set()
+
+    def subscribe(self, filters: list[str]) -> None:
+        """Subscribe to more, and wait for the broker's acknowledgement."""
+        self._filters += filters
+        self._subscribed.clear()
+        self.client.subscribe([(f, 1) for f in filters])
+        if not self._subscribed.wait(10):
+            raise TimeoutError("subscription not acknowledged")
 
     def _message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         now = time.perf_counter()

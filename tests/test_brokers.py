@@ -1,0 +1,131 @@
+"""Several brokers in one --broker (the nodes of a cluster), failover
+between them, and the arenas a referee process takes (--arenas ranges, for
+sharding a league across processes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import click
+import pytest
+
+from salvo.cli.common import ExitCode, arena_prefixes
+from salvo.localbroker import broker_url, free_port
+from salvo.mqtt import Broker, connect_async, new_client
+from salvo.stress import RefereeProcess
+from salvo.watch import Recorder
+
+from conftest import BrokerFactory
+from mosquitto import Mosquitto
+
+
+def test_several_urls_are_the_nodes_of_one_cluster() -> None:
+    b = Broker.from_url("mqtt://ref:pw@10.0.0.1:1883, mqtt://10.0.0.2:1884,mqtt://[::1]")
+    assert b.endpoints == (("10.0.0.1", 1883), ("10.0.0.2", 1884), ("::1", 1883))
+    assert (b.username, b.password) == ("ref", "pw")
+    assert b.url == "mqtt://ref@10.0.0.1:1883,mqtt://10.0.0.2:1884,mqtt://[::1]:1883"
+    assert Broker.from_url(b.url).endpoints == b.endpoints  # the log's URL reads back
+    assert Broker.from_url(broker_url(b)).password == "pw"  # and the one handed to a child process
+    assert Broker.from_url("mqtt://h:1").endpoints == (("h", 1),)
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("mqtt://a:1,mqtts://b:2", "share scheme"),
+        ("mqtt://a:1,mqtt://b:2?protocol=3", "share scheme, path and protocol"),
+        ("mqtt://u:p@a:1,mqtt://v:q@b:2", "one login"),
+        ("mqtt://u:p@a:1,mqtt://u:q@b:2", "one login"),
+        ("mqtt://a:1,,mqtt://b:2", "empty broker URL"),
+        ("mqtt://a:1,mqtt://a:1", "listed twice"),
+        ("mqtt://a:1,ftp://b", "unsupported broker URL scheme"),
+    ],
+)
+def test_a_cluster_url_that_cannot_work_is_refused_with_its_reason(url: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Broker.from_url(url)
+
+
+def test_arena_ranges_share_a_league_out_to_processes() -> None:
+    assert arena_prefixes("", "3") == ["arena1", "arena2", "arena3"]
+    assert arena_prefixes("", "2-4") == ["arena2", "arena3", "arena4"]
+    assert arena_prefixes("", "1-2, finals,7-7") == ["arena1", "arena2", "finals", "arena7"]
+    assert arena_prefixes("hall", None) == ["hall"]
+    for bad, why in [("4-2", "first to last"), ("0-3", "from 1 up"), ("1-3,arena2", "must differ"), ("a,,b", "empty")]:
+        with pytest.raises(click.BadParameter, match=why):
+            arena_prefixes("", bad)
+
+
+def test_a_client_fails_over_to_the_next_node(broker: Mosquitto) -> None:
+    """The first node is down: the next attempt goes to the second, and a
+    connection lost there goes on to the next one in turn (here the first
+    again, which is still down, then the second)."""
+    dead = free_port()
+    cluster = Broker.from_url(f"mqtt://127.0.0.1:{dead},{broker.url('referee')}")
+    client = new_client(cluster, f"failover-{dead}")
+    client.reconnect_delay_set(min_delay=1, max_delay=1)
+    up = threading.Event()
+    seen: list[tuple[str, int]] = []
+
+    def on_connect(c: object, _u: object, _f: object, rc: object, _p: object) -> None:
+        seen.append(client.endpoint)
+        up.set()
+
+    client.on_connect = on_connect
+    connect_async(client, cluster)
+    client.loop_start()
+    try:
+        assert up.wait(15), "never connected to the live node"
+        assert seen == [("127.0.0.1", broker.port)]
+        assert client.mqtt5  # mosquitto speaks 5: nothing to fall back from
+        up.clear()
+        client._sock_close()  # the connection lost (as when a node dies)
+        assert up.wait(15), "never came back"
+        assert seen == [("127.0.0.1", broker.port)] * 2
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+def test_the_endpoint_rotates_only_on_retries() -> None:
+    """The first attempt goes to the first URL; each retry to the next."""
+    cluster = Broker.from_url("mqtt://127.0.0.1:1,mqtt://127.0.0.1:2,mqtt://127.0.0.1:3")
+    client = new_client(cluster, "rotation")
+    connect_async(client, cluster)
+    tried: list[int] = []
+    end = time.monotonic() + 5
+    while len(tried) < 4 and time.monotonic() < end:
+        with pytest.raises(ConnectionRefusedError):
+            client.reconnect()
+        tried.append(client.endpoint[1])
+    assert tried == [1, 2, 3, 1]
+
+
+def test_referee_processes_share_a_league_by_range_and_never_overlap(new_broker: BrokerFactory) -> None:
+    """Two processes hold arena1-3 and arena4-5; a third asking for 3-4
+    (held) is refused, touching nothing; SIGTERM brings every arena 'down'."""
+    mosq = new_broker()
+    mosq.start()
+    league = Broker.from_url(mosq.url("referee"))
+    first = RefereeProcess(league, ["arena1", "arena2", "arena3"], client_id="")
+    first.args[first.args.index("--arenas") + 1] = "1-3"  # as an organiser types it
+    second = RefereeProcess(league, ["arena4", "arena5"], client_id="")
+    second.args[second.args.index("--arenas") + 1] = "4-5"
+    watch = Recorder(league, ["/+/game/server"], label="league")
+    try:
+        with first, second:
+            for i in range(1, 6):
+                watch.wait_for(f"/arena{i}/game/server", "up")
+            overlap = RefereeProcess(league, ["arena3", "arena4"], client_id="")
+            overlap.args[overlap.args.index("--arenas") + 1] = "3-4"
+            overlap.start()
+            assert overlap.proc is not None and overlap.proc.wait(60) == ExitCode.LOCAL_FILE
+            refusal = overlap.log.read_text()
+            assert "arena arena3: another referee holds it" in refusal, refusal
+            assert "arena arena4: another referee holds it" in refusal, refusal
+            assert {watch.text(f"/arena{i}/game/server") for i in range(1, 6)} == {"up"}  # nobody said down
+        for i in range(1, 6):
+            watch.wait_for(f"/arena{i}/game/server", "down")
+    finally:
+        watch.close()
