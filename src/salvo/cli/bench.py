@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -46,9 +51,6 @@ def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: 
     """
     if ctx.invoked_subcommand is not None:
         return
-    from rich.console import Console
-    from rich.table import Table
-
     from salvo import perf
     from salvo.mqtt import Broker
 
@@ -61,27 +63,12 @@ def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: 
         target = Broker.from_url(broker) if broker else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--broker") from None
-    console = Console(stderr=True)
+    console = _console()
     try:
         res = perf.run(target, quick, progress=lambda s: console.print(f"[dim]… {s}[/dim]"), only=parts)
     except (RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
         raise SalvoError(f"bench failed: {exc}") from None
-    try:
-        out.write_text(json.dumps(res.as_json(), indent=1, sort_keys=True) + "\n")
-    except OSError as exc:
-        raise LocalFileError(f"cannot write {out}: {exc.strerror or exc}") from None
-    table = Table(title=f"salvo bench{' --quick' if quick else ''} ({res.meta['cores']} cores)")
-    for col in ("figure", "value", "target", ""):
-        table.add_column(col, justify="left" if col == "figure" else "right")
-    verdicts = res.verdicts()
-    for key, value in res.figures.items():
-        limit = perf.TARGETS.get(key)
-        mark = "" if key not in verdicts else "[green]ok[/green]" if verdicts[key] else "[red]missed[/red]"
-        table.add_row(key, f"{value:g}", f"{limit[1]} {limit[0]:g}" if limit else "", mark)
-    Console().print(table)
-    click.echo(f"wrote {out}")
-    if check and (missed := [k for k, ok in verdicts.items() if not ok]):
-        raise SalvoError(f"{len(missed)} target(s) missed: {', '.join(missed)}")
+    _report(res, f"salvo bench{' --quick' if quick else ''} ({res.meta['cores']} cores)", out, check)
 
 
 @bench.command("strategies")
@@ -114,3 +101,109 @@ def bench_strategies(games: int, shots_per_turn: int, seed: int) -> None:
             f"{r.ms_per_decision:.3f}",
         )
     Console().print(table)
+
+
+@bench.command("scale")
+@click.option("--quick", is_flag=True, help="A small run (40 arenas, 1 and 2 processes): checks the bench.")
+@click.option("--arenas", type=click.IntRange(min=3), help="Arenas in the one process (default 1000; --quick 40).")
+@click.option(
+    "--broker",
+    envvar="SALVO_BENCH_BROKER",
+    help="Measure through this broker, or a cluster's nodes comma-separated (an open one; default: a private"
+    " mosquitto started for the run).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="bench-scale.json",
+    show_default=True,
+    help="Where the figures go (JSON).",
+)
+@click.option(
+    "--nats",
+    is_flag=True,
+    help="Measure through a three-node NATS cluster (JetStream, MQTT) started for the run on loopback.",
+)
+@click.option("--check", is_flag=True, help="Exit with 1 when a measured figure misses its target.")
+def bench_scale(quick: bool, arenas: int | None, broker: str | None, out: Path, nats: bool, check: bool) -> None:
+    """Arenas per referee process, one busy arena among idle ones, SIGTERM
+    at that load, and salvo throughput across 1, 2 and 4 processes.
+
+    One process takes N arenas (default 1000): the time until all say 'up',
+    memory per arena, idle CPU. In one arena two bench teams fire shot
+    after shot (each round trip beside a bare echo's through the same
+    broker), then SDK bots play a whole game in the last arena. SIGTERM
+    then: seconds to exit, and every arena must read 'down'. Last, pipelined
+    salvos in 8 arenas shared out to 1, 2 and 4 referee processes.
+    """
+    from salvo.mqtt import Broker
+    from salvo.perf import contextmanager_or
+    from salvo.perf.results import Results
+    from salvo.perf.scale_bench import TARGETS, ScalePlan, run_scale
+
+    try:
+        target = Broker.from_url(broker) if broker else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--broker") from None
+    plan = ScalePlan.make(quick, arenas)
+    res = Results(dict(TARGETS))
+    if quick or (arenas is not None and arenas < 1000):
+        res.targets.pop("scale.arenas_up")  # judged only on the run it names
+    res.meta.update(quick=quick, cores=os.cpu_count() or 1, when=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    _raise_fd_limit()
+    console = _console()
+    try:
+        with _nats_cluster() if nats else contextmanager_or(target) as own:
+            res.meta["broker"] = "a three-node NATS cluster" if nats else own.url
+            run_scale(own, res, plan, progress=lambda s: console.print(f"[dim]… {s}[/dim]"))
+    except (RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
+        raise SalvoError(f"bench failed: {exc}") from None
+    _report(res, f"salvo bench scale{' --quick' if quick else ''} ({res.meta['cores']} cores)", out, check)
+
+
+@contextlib.contextmanager
+def _nats_cluster() -> Iterator[Any]:
+    from salvo.natscluster import NatsCluster
+
+    with NatsCluster(3) as cluster:
+        yield cluster.broker()
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _raise_fd_limit() -> None:
+    """The private broker is our child: a thousand arenas' two thousand
+    connections need more descriptors than the usual soft limit of 1024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+
+
+def _report(res: Any, title: str, out: Path, check: bool) -> None:
+    """The figures as a table against their targets, and to ``out`` as JSON."""
+    from rich.console import Console
+    from rich.table import Table
+
+    try:
+        out.write_text(json.dumps(res.as_json(), indent=1, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise LocalFileError(f"cannot write {out}: {exc.strerror or exc}") from None
+    table = Table(title=title)
+    for col in ("figure", "value", "target", ""):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+    verdicts = res.verdicts()
+    for key, value in res.figures.items():
+        limit = res.targets.get(key)
+        mark = "" if key not in verdicts else "[green]ok[/green]" if verdicts[key] else "[red]missed[/red]"
+        table.add_row(key, f"{value:g}", f"{limit[1]} {limit[0]:g}" if limit else "", mark)
+    Console().print(table)
+    click.echo(f"wrote {out}")
+    if check and (missed := [k for k, ok in verdicts.items() if not ok]):
+        raise SalvoError(f"{len(missed)} target(s) missed: {', '.join(missed)}")

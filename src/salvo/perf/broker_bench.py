@@ -22,11 +22,11 @@ from salvo.stress import RefereeProcess
 from salvo.topics import Topics
 
 #: What the echo carries: the size of a fire message.
-_ECHO_PAYLOAD = b'{"data":{"x":3,"y":9,"turn":1},"signature":"' + b"A" * 88 + b'"}'
+ECHO_PAYLOAD = b'{"data":{"x":3,"y":9,"turn":1},"signature":"' + b"A" * 88 + b'"}'
 
 
 @contextmanager
-def _echo(broker: Broker, label: str) -> Iterator[tuple[Probe, str, str]]:
+def echo(broker: Broker, label: str) -> Iterator[tuple[Probe, str, str]]:
     """A probe and a running echo peer: (probe, inbound, outbound), once the
     peer answers."""
     tag = os.urandom(4).hex()
@@ -51,7 +51,7 @@ def _echo(broker: Broker, label: str) -> Iterator[tuple[Probe, str, str]]:
 def echo_throughput(broker: Broker, n: int) -> float:
     got = [0]
     done = threading.Event()
-    with _echo(broker, "echo-tput") as (probe, inbound, _outbound):
+    with echo(broker, "echo-tput") as (probe, inbound, _outbound):
 
         def count(_t: str, _p: bytes, _at: float) -> None:
             got[0] += 1
@@ -61,7 +61,7 @@ def echo_throughput(broker: Broker, n: int) -> float:
         probe.on_message = count
         t0 = time.perf_counter()
         for _ in range(n):
-            probe.publish(inbound, _ECHO_PAYLOAD)
+            probe.publish(inbound, ECHO_PAYLOAD)
         done.wait(120)
         return got[0] / (time.perf_counter() - t0)
 
@@ -87,7 +87,7 @@ class Table:
     game: str
 
 
-def _keys(names: list[str]) -> dict[str, bytes]:
+def team_keys(names: list[str]) -> dict[str, bytes]:
     return {n: crypto.derive_team_key(n, f"{n}-bench-secret") for n in names}
 
 
@@ -108,25 +108,30 @@ def open_table(probe: Probe, prefix: str, keys: dict[str, bytes], broker: Broker
     return Table(prefix, (names[0], names[1]), keys, t, first, game)
 
 
-def _fire_payload(key: bytes, target: str, turn: int, game: str, shot: int) -> str:
+def fire_payload(key: bytes, target: str, turn: int, game: str, shot: int) -> str:
     x, y = WATER[shot % len(WATER)]
     return json.dumps(crypto.sign(key, payloads.fire_data(x, y, target, turn, game)))
 
 
 def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
-    """``n`` shot round trips (a fire published -> the target's /hit) and
-    ``n`` echo round trips, alternating, so both see the same machine at
-    the same time: measured one batch after the other, the echo's p50 moved
-    by up to 30% between runs on a shared machine, and the ratio with it.
-    Each round trip starts when the previous one (of the other kind) has
-    come back. Returns (echo, shot) round trips in ms."""
+    """``n`` shot round trips and ``n`` echo round trips through a referee
+    process of its own (see :func:`shot_rtt`). Returns (echo, shot) in ms."""
     prefix = f"rtt{os.urandom(3).hex()}"
-    keys = _keys(["rtt-a", "rtt-b"])
-    with (
-        RefereeProcess(broker, [prefix], "--turn-timeout", "600", "--placement-timeout", "600"),
-        _echo(broker, "echo-rtt") as (echo, inbound, outbound),
-    ):
-        t = Topics(prefix)
+    with RefereeProcess(broker, [prefix], "--turn-timeout", "600", "--placement-timeout", "600"):
+        return shot_rtt(broker, prefix, n)
+
+
+def shot_rtt(broker: Broker, prefix: str, n: int) -> tuple[list[float], list[float]]:
+    """``n`` shot round trips (a fire published -> the target's /hit) in
+    arena ``prefix`` (a referee runs it) and ``n`` echo round trips,
+    alternating, so both see the same machine at the same time: measured one
+    batch after the other, the echo's p50 moved by up to 30% between runs on
+    a shared machine, and the ratio with it. Each round trip starts when the
+    previous one (of the other kind) has come back. Returns (echo, shot)
+    round trips in ms."""
+    keys = team_keys([f"{prefix}-a", f"{prefix}-b"])
+    t = Topics(prefix)
+    with echo(broker, "echo-rtt") as (peer, inbound, outbound):
         probe = Probe(broker, [t.turn, t.players_count, t.hit("+")], "rtt")
         try:
             table = open_table(probe, prefix, keys, broker)
@@ -137,13 +142,13 @@ def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
             shot = 0
             while len(shots) < n:
                 t0 = time.perf_counter()
-                echo.publish(inbound, _ECHO_PAYLOAD)
+                peer.publish(inbound, ECHO_PAYLOAD)
                 # A late answer to a warm-up ping must not count as this one's.
-                _t, _p, at = echo.expect(lambda tp, p: tp == outbound and p == _ECHO_PAYLOAD)
+                _t, _p, at = peer.expect(lambda tp, p: tp == outbound and p == ECHO_PAYLOAD)
                 echoes.append((at - t0) * 1000)
                 me = info["player"]
                 other = next(x for x in table.names if x != me)
-                body = _fire_payload(keys[me], other, info["turn"], table.game, shot)
+                body = fire_payload(keys[me], other, info["turn"], table.game, shot)
                 shot += 1
                 t0 = time.perf_counter()
                 probe.publish(t.fire(other), body)
@@ -163,54 +168,60 @@ def shot_throughput(broker: Broker, arenas: int, seconds: float) -> float:
     back to back as soon as its turn is announced. Shots/s, counted by the
     /hit messages that came back."""
     prefixes = [f"tp{os.urandom(2).hex()}{i}" for i in range(arenas)]
-    keys = {p: _keys([f"{p}-a", f"{p}-b"]) for p in prefixes}
     with RefereeProcess(broker, prefixes, "--turn-timeout", "600", "--placement-timeout", "600"):
-        filters = []
-        for p in prefixes:
-            t = Topics(p)
-            filters += [t.turn, t.players_count, t.hit("+")]
-        probe = Probe(broker, filters, "tput")
-        try:
-            tables = {p: open_table(probe, p, keys[p], broker) for p in prefixes}
-            hits = [0]
-            counting = [False]
-            shots = dict.fromkeys(prefixes, 0)
-            turns: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
+        return pipelined_salvos(broker, prefixes, seconds)
 
-            def on_message(topic: str, payload: bytes, _at: float) -> None:
-                # Network thread: count, hand turns to the firing thread (as a
-                # team's client would; publishing from inside paho's callback
-                # defers the writes to its next loop pass).
-                if topic.endswith("/hit"):
-                    if counting[0]:
-                        hits[0] += 1
-                elif topic.endswith("/game/turn") and payload:
-                    turns.put((topic.split("/")[1], payload))
 
-            def fire() -> None:
-                while (job := turns.get()) is not None:
-                    prefix, payload = job
-                    table, info = tables[prefix], json.loads(payload)
-                    me = info["player"]
-                    other = next(x for x in table.names if x != me)
-                    for _ in range(info["shots"]):
-                        body = _fire_payload(table.keys[me], other, info["turn"], table.game, shots[prefix])
-                        probe.publish(table.t.fire(other), body)
-                        shots[prefix] += 1
+def pipelined_salvos(broker: Broker, prefixes: list[str], seconds: float) -> float:
+    """Shots/s in arenas ``prefixes`` (referees run them), every salvo sent
+    back to back as soon as its turn is announced."""
+    keys = {p: team_keys([f"{p}-a", f"{p}-b"]) for p in prefixes}
+    filters = []
+    for p in prefixes:
+        t = Topics(p)
+        filters += [t.turn, t.players_count, t.hit("+")]
+    probe = Probe(broker, filters, "tput")
+    try:
+        tables = {p: open_table(probe, p, keys[p], broker) for p in prefixes}
+        hits = [0]
+        counting = [False]
+        shots = dict.fromkeys(prefixes, 0)
+        turns: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
 
-            probe.on_message = on_message
-            firer = threading.Thread(target=fire, name="bench-fire", daemon=True)
-            firer.start()
-            for table in tables.values():  # their first turns were announced already
-                turns.put((table.prefix, table.first))
-            time.sleep(min(1.0, seconds / 4))  # warm up
-            counting[0] = True
-            t0 = time.perf_counter()
-            time.sleep(seconds)
-            counting[0] = False
-            rate = hits[0] / (time.perf_counter() - t0)
-            turns.put(None)
-            firer.join(5)
-            return rate
-        finally:
-            probe.close()
+        def on_message(topic: str, payload: bytes, _at: float) -> None:
+            # Network thread: count, hand turns to the firing thread (as a
+            # team's client would; publishing from inside paho's callback
+            # defers the writes to its next loop pass).
+            if topic.endswith("/hit"):
+                if counting[0]:
+                    hits[0] += 1
+            elif topic.endswith("/game/turn") and payload:
+                turns.put((topic.split("/")[1], payload))
+
+        def fire() -> None:
+            while (job := turns.get()) is not None:
+                prefix, payload = job
+                table, info = tables[prefix], json.loads(payload)
+                me = info["player"]
+                other = next(x for x in table.names if x != me)
+                for _ in range(info["shots"]):
+                    body = fire_payload(table.keys[me], other, info["turn"], table.game, shots[prefix])
+                    probe.publish(table.t.fire(other), body)
+                    shots[prefix] += 1
+
+        probe.on_message = on_message
+        firer = threading.Thread(target=fire, name="bench-fire", daemon=True)
+        firer.start()
+        for table in tables.values():  # their first turns were announced already
+            turns.put((table.prefix, table.first))
+        time.sleep(min(1.0, seconds / 4))  # warm up
+        counting[0] = True
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        counting[0] = False
+        rate = hits[0] / (time.perf_counter() - t0)
+        turns.put(None)
+        firer.join(5)
+        return rate
+    finally:
+        probe.close()
