@@ -58,6 +58,8 @@ REFUSED: Final = frozenset(
     _reason(PacketTypes.CONNACK, name).value
     for name in ("Bad user name or password", "Not authorized", "Bad authentication method")
 )
+#: A drop that looks like a take-over is judged this long after the reconnect.
+TAKEOVER_JUDGED_AFTER_S: Final = 2.0
 #: DISCONNECT from the broker: another client connected with this client id.
 SESSION_TAKEN_OVER: Final = _reason(PacketTypes.DISCONNECT, "Session taken over").value
 
@@ -322,11 +324,22 @@ class Takeovers:
         elif rc.value != 0:
             log.warning("[%s] lost the broker (%s, %s); reconnecting", self.name, role, rc)
 
-    def reconnected(self, role: str, node: tuple[str, int]) -> None:
+    def reconnected(self, role: str, node: tuple[str, int]) -> Callable[[], None] | None:
+        """``role`` is up again. When its drop looks like a take-over, the
+        check to run once the other connection had time to report a drop of
+        its own (a broker that restarts closes both, but the loop may read
+        one close well before the other: 1000 arenas' worth of them)."""
         self._node[role] = node
         other = self._other[role]
-        if self._drops[role] and self._other_beside[role] and self._drops[other] == self._other_drops_then[role]:
-            self._taken_over(role)
+        if not (self._drops[role] and self._other_beside[role]):
+            return None
+        drops_then = self._other_drops_then[role]
+
+        def check() -> None:
+            if self._drops[other] == drops_then and self._node[other] is not None:
+                self._taken_over(role)
+
+        return check
 
     def _taken_over(self, role: str) -> None:
         log.error(

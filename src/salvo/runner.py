@@ -29,7 +29,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.connection import CONNECT_TIMEOUT_S, REFUSED, Link, Takeovers
+from salvo.connection import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
 from salvo.dispatch import (
     CloseLobby,
     Connected,
@@ -200,7 +200,7 @@ class ArenaRunner(Dispatcher):
             return
         self._sub.up()
         self._ever_connected = True
-        self._takeovers.reconnected(_CONNECTION, self.client.endpoint)
+        self._judge_later(self._takeovers.reconnected(_CONNECTION, self.client.endpoint))
         # Retain-as-published (MQTT 5): a message a team published with the
         # retain flag keeps it, live or not, so the referee can clear it (a
         # retained inbound message would be re-read at every resubscribe).
@@ -222,8 +222,12 @@ class ArenaRunner(Dispatcher):
         self._pub.up()
         # This connection's last will may have said "down" while it was away
         # (a cut, or another client taking its id over): say "up" again.
-        self._takeovers.reconnected(_PUBLISHING, self.out.endpoint)
+        self._judge_later(self._takeovers.reconnected(_PUBLISHING, self.out.endpoint))
         self._high.append(OutConnected(self.connected.is_set()))
+
+    def _judge_later(self, check: Callable[[], None] | None) -> None:
+        if check is not None:
+            self.loop.call_later(TAKEOVER_JUDGED_AFTER_S, self._guard(check))
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if self.connected.is_set() and self._lost_at is None:
