@@ -96,3 +96,31 @@ def test_the_echo_peer_runs_from_the_broker_helpers() -> None:
     argv = [sys.executable, "-m", "salvo.localbroker"]
     done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "usage: python -m salvo.localbroker echo URL IN OUT" in done.stderr
+
+
+SCALE_REQUIRED = [
+    "scale.up_s",
+    "scale.rss_per_arena_kb",
+    "scale.busy_shot_rtt_p99_ms",
+    "scale.echo_rtt_p99_ms",
+    "scale.busy_rtt_ratio_p99",
+    "scale.full_game_s",
+    "scale.sigterm_s",
+    "scale.shots_per_s_1proc",
+    "scale.shots_per_s_2proc",
+]
+
+
+@pytest.mark.mqtt
+def test_quick_scale_bench_brings_every_arena_up_and_down(tmp_path: Path) -> None:
+    """Not a timing: every arena came up, a game played in the last one,
+    SIGTERM left none of them 'up', and each figure was measured."""
+    out = tmp_path / "bench-scale.json"
+    result = CliRunner().invoke(main, ["bench", "scale", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    for key in SCALE_REQUIRED:
+        value = figures[key]
+        assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (key, value)
+    assert figures["scale.arenas_up"] == 40 and figures["scale.arenas_not_down"] == 0
+    assert "scale.arenas_up" not in figures["targets_met"]  # 1000 is judged on the full run only

@@ -70,9 +70,13 @@ class _Presence:
         self._cond = threading.Condition()
         self.probe = Probe(broker, [], "presence")
         self.probe.on_message = self._seen
-        self.probe.subscribe(sorted(self.wanted))
+        # One wildcard, not one filter per arena: NATS makes every QoS 1
+        # subscription a JetStream consumer.
+        self.probe.subscribe(["/+/game/server"])
 
     def _seen(self, topic: str, payload: bytes, _at: float) -> None:
+        if topic not in self.wanted:
+            return
         with self._cond:
             self.state[topic] = payload
             self._cond.notify_all()
