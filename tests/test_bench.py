@@ -108,6 +108,7 @@ SCALE_REQUIRED = [
     "scale.sigterm_s",
     "scale.shots_per_s_1proc",
     "scale.shots_per_s_2proc",
+    "scale.team_subscribe_s",
 ]
 
 
@@ -123,4 +124,5 @@ def test_quick_scale_bench_brings_every_arena_up_and_down(tmp_path: Path) -> Non
         value = figures[key]
         assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (key, value)
     assert figures["scale.arenas_up"] == 40 and figures["scale.arenas_not_down"] == 0
+    assert figures["scale.busy_arena_played"] == 1, figures["meta"].get("busy_arena_failed")
     assert "scale.arenas_up" not in figures["targets_met"]  # 1000 is judged on the full run only

@@ -137,7 +137,6 @@ def bench_scale(quick: bool, arenas: int | None, broker: str | None, out: Path, 
     salvos in 8 arenas shared out to 1, 2 and 4 referee processes.
     """
     from salvo.mqtt import Broker
-    from salvo.perf import contextmanager_or
     from salvo.perf.results import Results
     from salvo.perf.scale_bench import TARGETS, ScalePlan, run_scale
 
@@ -153,20 +152,30 @@ def bench_scale(quick: bool, arenas: int | None, broker: str | None, out: Path, 
     _raise_fd_limit()
     console = _console()
     try:
-        with _nats_cluster() if nats else contextmanager_or(target) as own:
+        with _nats_cluster() if nats else _private(target) as (own, pids):
             res.meta["broker"] = "a three-node NATS cluster" if nats else own.url
-            run_scale(own, res, plan, progress=lambda s: console.print(f"[dim]… {s}[/dim]"))
+            run_scale(own, res, plan, progress=lambda s: console.print(f"[dim]… {s}[/dim]"), broker_pids=pids)
     except (RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
         raise SalvoError(f"bench failed: {exc}") from None
     _report(res, f"salvo bench scale{' --quick' if quick else ''} ({res.meta['cores']} cores)", out, check)
 
 
 @contextlib.contextmanager
-def _nats_cluster() -> Iterator[Any]:
+def _nats_cluster() -> Iterator[tuple[Any, list[int]]]:
+    """A three-node NATS cluster for the run, and its servers' pids."""
     from salvo.natscluster import NatsCluster
 
     with NatsCluster(3) as cluster:
-        yield cluster.broker()
+        yield cluster.broker(), [proc.pid for proc in cluster.procs.values()]
+
+
+@contextlib.contextmanager
+def _private(target: Any) -> Iterator[tuple[Any, list[int]]]:
+    """The broker given (its processes unknown), or a private mosquitto."""
+    from salvo.perf import contextmanager_or
+
+    with contextmanager_or(target) as own:
+        yield own, []
 
 
 def _console() -> Any:

@@ -45,12 +45,12 @@ class Probe:
             client.subscribe([(f, 1) for f in self._filters])
         self._connected.set()
 
-    def subscribe(self, filters: list[str]) -> None:
+    def subscribe(self, filters: list[str], timeout: float = 10.0) -> None:
         """Subscribe to more, and wait for the broker's acknowledgement."""
         self._filters += filters
         self._subscribed.clear()
         self.client.subscribe([(f, 1) for f in filters])
-        if not self._subscribed.wait(10):
+        if not self._subscribed.wait(timeout):
             raise TimeoutError("subscription not acknowledged")
 
     def _message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import threading
 import time
@@ -35,6 +36,7 @@ TARGETS: dict[str, tuple[float, str]] = {
     "scale.busy_rtt_ratio_p99": (3.0, "<="),
     "scale.sigterm_s": (2.0, "<="),
     "scale.arenas_not_down": (0, "<="),
+    "scale.busy_arena_played": (1, ">="),
 }
 
 
@@ -93,7 +95,15 @@ class _Presence:
         self.probe.close()
 
 
-def run_scale(broker: Broker, res: Results, plan: ScalePlan, progress: Callable[[str], None] = lambda _s: None) -> None:
+def run_scale(
+    broker: Broker,
+    res: Results,
+    plan: ScalePlan,
+    progress: Callable[[str], None] = lambda _s: None,
+    broker_pids: list[int] | None = None,
+) -> None:
+    """Every figure of the module docstring into ``res``; ``broker_pids``:
+    the broker's processes, whose CPU is measured while the arenas idle."""
     tag = os.urandom(2).hex()
     prefixes = [f"s{tag}a{i}" for i in range(1, plan.arenas + 1)]
     res.meta["scale_plan"] = plan.__dict__
@@ -116,20 +126,22 @@ def run_scale(broker: Broker, res: Results, plan: ScalePlan, progress: Callable[
         rss = rss_mb(ref.pid)
         res.put("scale.rss_mb", rss, 1)
         res.put("scale.rss_per_arena_kb", (rss - baseline) * 1024 / max(1, plan.arenas - 1), 1)
-        cpu0, w0 = _cpu_s(ref.pid), time.monotonic()
+        pids = [ref.pid, *(broker_pids or [])]
+        cpu0, w0 = [_cpu_s(pid) for pid in pids], time.monotonic()
         time.sleep(plan.idle_seconds)
-        res.put("scale.idle_cpu_pct", 100 * (_cpu_s(ref.pid) - cpu0) / (time.monotonic() - w0), 2)
-
-        progress(f"scale: {plan.rtt_shots} shots in arena {prefixes[-2]}, echoes beside them, the others idle")
-        echoes, shots = shot_rtt(broker, prefixes[-2], plan.rtt_shots)
-        for name, values in (("echo", echoes), ("busy_shot", shots)):
-            res.put(f"scale.{name}_rtt_p50_ms", percentile(values, 50))
-            res.put(f"scale.{name}_rtt_p99_ms", percentile(values, 99))
-        ratio = percentile(shots, 99) / percentile(echoes, 99)
-        res.put("scale.busy_rtt_ratio_p99", ratio)
-
-        progress(f"scale: a whole game by two SDK bots in the last arena, {prefixes[-1]}")
-        res.put("scale.full_game_s", _full_game(broker, prefixes[-1]), 2)
+        idle = [100 * (_cpu_s(pid) - c0) / (time.monotonic() - w0) for pid, c0 in zip(pids, cpu0, strict=True)]
+        res.put("scale.idle_cpu_pct", idle[0], 2)
+        if broker_pids:
+            res.put("scale.broker_idle_cpu_pct", sum(idle[1:]), 1)
+        progress("scale: a team's subscriptions (17 filters at QoS 1, as the SDK makes them)")
+        res.put("scale.team_subscribe_s", _team_subscribe_s(broker, prefixes[-3]), 3)
+        try:
+            _busy_arena(broker, prefixes, res, plan, progress)
+            res.put("scale.busy_arena_played", 1, 0)
+        except (TimeoutError, queue.Empty, RuntimeError) as exc:
+            # Measured as what it is: at this load the arena could not play.
+            res.put("scale.busy_arena_played", 0, 0)
+            res.meta["busy_arena_failed"] = f"{type(exc).__name__}: {exc}"
 
         progress("scale: SIGTERM")
         assert ref.proc is not None
@@ -145,6 +157,31 @@ def run_scale(broker: Broker, res: Results, plan: ScalePlan, progress: Callable[
     for n in plan.processes:
         progress(f"scale: salvos in {plan.tput_arenas} arenas shared out to {n} referee process(es)")
         res.put(f"scale.shots_per_s_{n}proc", sharded_throughput(broker, plan.tput_arenas, n, plan.tput_seconds), 1)
+
+
+def _busy_arena(
+    broker: Broker, prefixes: list[str], res: Results, plan: ScalePlan, progress: Callable[[str], None]
+) -> None:
+    progress(f"scale: {plan.rtt_shots} shots in arena {prefixes[-2]}, echoes beside them, the others idle")
+    echoes, shots = shot_rtt(broker, prefixes[-2], plan.rtt_shots)
+    for name, values in (("echo", echoes), ("busy_shot", shots)):
+        res.put(f"scale.{name}_rtt_p50_ms", percentile(values, 50))
+        res.put(f"scale.{name}_rtt_p99_ms", percentile(values, 99))
+    res.put("scale.busy_rtt_ratio_p99", percentile(shots, 99) / percentile(echoes, 99))
+    progress(f"scale: a whole game by two SDK bots in the last arena, {prefixes[-1]}")
+    res.put("scale.full_game_s", _full_game(broker, prefixes[-1]), 2)
+
+
+def _team_subscribe_s(broker: Broker, prefix: str) -> float:
+    """Seconds from a team's SUBSCRIBE (the SDK's filters, QoS 1) to the SUBACK."""
+    t = Topics(prefix)
+    probe = Probe(broker, [], "team-subscribe")
+    try:
+        t0 = time.monotonic()
+        probe.subscribe([*t.public_filters, t.private_filter("bench-team")], timeout=120)
+        return time.monotonic() - t0
+    finally:
+        probe.close()
 
 
 def _full_game(broker: Broker, prefix: str) -> float:
