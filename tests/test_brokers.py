@@ -14,10 +14,9 @@ from salvo.cli.common import ExitCode, arena_prefixes
 from salvo.localbroker import broker_url, free_port
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.stress import RefereeProcess
-from salvo.watch import Recorder
+from salvo.watch import Recorder, wait_until
 
 from conftest import BrokerFactory
-from mosquitto import Mosquitto
 
 
 def test_several_urls_are_the_nodes_of_one_cluster() -> None:
@@ -28,6 +27,10 @@ def test_several_urls_are_the_nodes_of_one_cluster() -> None:
     assert Broker.from_url(b.url).endpoints == b.endpoints  # the log's URL reads back
     assert Broker.from_url(broker_url(b)).password == "pw"  # and the one handed to a child process
     assert Broker.from_url("mqtt://h:1").endpoints == (("h", 1),)
+    # a comma starts a node only before "scheme://": a password may hold one
+    odd = Broker.from_url("mqtt://ref:p,w@h:1,mqtt://g:2")
+    assert (odd.password, odd.endpoints) == ("p,w", (("h", 1), ("g", 2)))
+    assert Broker.from_url(broker_url(Broker.from_url("mqtt://r:a%2Cb%2F%40@h:1"))).password == "a,b/@"
 
 
 @pytest.mark.parametrize(
@@ -37,8 +40,10 @@ def test_several_urls_are_the_nodes_of_one_cluster() -> None:
         ("mqtt://a:1,mqtt://b:2?protocol=3", "share scheme, path and protocol"),
         ("mqtt://u:p@a:1,mqtt://v:q@b:2", "one login"),
         ("mqtt://u:p@a:1,mqtt://u:q@b:2", "one login"),
-        ("mqtt://a:1,,mqtt://b:2", "empty broker URL"),
+        ("mqtt://a:1,,mqtt://b:2", "bad port"),
+        (",mqtt://b:2", "empty broker URL"),
         ("mqtt://a:1,mqtt://a:1", "listed twice"),
+        ("mqtt://u:s3cret@a:x,mqtt://b:2", r"bad port in broker URL 'mqtt://u:\*\*\*@a:x'"),
         ("mqtt://a:1,ftp://b", "unsupported broker URL scheme"),
     ],
 )
@@ -52,37 +57,52 @@ def test_arena_ranges_share_a_league_out_to_processes() -> None:
     assert arena_prefixes("", "2-4") == ["arena2", "arena3", "arena4"]
     assert arena_prefixes("", "1-2, finals,7-7") == ["arena1", "arena2", "finals", "arena7"]
     assert arena_prefixes("hall", None) == ["hall"]
-    for bad, why in [("4-2", "first to last"), ("0-3", "from 1 up"), ("1-3,arena2", "must differ"), ("a,,b", "empty")]:
+    bad_ones = [
+        ("4-2", "first to last"),
+        ("0-3", "from 1 up"),
+        ("1-3,arena2", "must differ"),
+        ("a,,b", "empty"),
+        ("0", "1 to 10000"),
+        ("1-2000000", "1 to 10000"),  # a typo, not a gigabyte of names
+        ("²", "invalid arena prefix"),
+    ]
+    for bad, why in bad_ones:
         with pytest.raises(click.BadParameter, match=why):
             arena_prefixes("", bad)
 
 
-def test_a_client_fails_over_to_the_next_node(broker: Mosquitto) -> None:
-    """The first node is down: the next attempt goes to the second, and a
-    connection lost there goes on to the next one in turn (here the first
-    again, which is still down, then the second)."""
+def test_a_client_fails_over_to_the_next_node(new_broker: BrokerFactory) -> None:
+    """The first node is down: the next attempt goes to the second, and
+    when that one goes too, the attempts go round both in turn until one
+    answers (the second, back)."""
+    broker = new_broker()
+    broker.start()
     dead = free_port()
     cluster = Broker.from_url(f"mqtt://127.0.0.1:{dead},{broker.url('referee')}")
     client = new_client(cluster, f"failover-{dead}")
     client.reconnect_delay_set(min_delay=1, max_delay=1)
     up = threading.Event()
-    seen: list[tuple[str, int]] = []
+    tried: list[int] = []  # the port of every attempt, failed or not
 
-    def on_connect(c: object, _u: object, _f: object, rc: object, _p: object) -> None:
-        seen.append(client.endpoint)
+    def on_connect(_c: object, _u: object, _f: object, _rc: object, _p: object) -> None:
+        tried.append(client.endpoint[1])
         up.set()
 
     client.on_connect = on_connect
+    client.on_connect_fail = lambda _c, _u: tried.append(client.endpoint[1])
     connect_async(client, cluster)
     client.loop_start()
     try:
         assert up.wait(15), "never connected to the live node"
-        assert seen == [("127.0.0.1", broker.port)]
+        assert tried == [dead, broker.port]
         assert client.mqtt5  # mosquitto speaks 5: nothing to fall back from
         up.clear()
-        client._sock_close()  # the connection lost (as when a node dies)
+        broker.stop()  # the node goes: the client goes round both
+        wait_until(lambda: len(tried) >= 4, timeout=15, what="two more attempts")
+        broker.start()
         assert up.wait(15), "never came back"
-        assert seen == [("127.0.0.1", broker.port)] * 2
+        assert tried[-1] == broker.port
+        assert tried == [dead, broker.port] * (len(tried) // 2), tried  # strictly in turn
     finally:
         client.disconnect()
         client.loop_stop()
@@ -124,6 +144,7 @@ def test_referee_processes_share_a_league_by_range_and_never_overlap(new_broker:
             refusal = overlap.log.read_text()
             assert "arena arena3: another referee holds it" in refusal, refusal
             assert "arena arena4: another referee holds it" in refusal, refusal
+            watch.sync("/league-sync/game/server")  # every message sent so far is here
             assert {watch.text(f"/arena{i}/game/server") for i in range(1, 6)} == {"up"}  # nobody said down
         for i in range(1, 6):
             watch.wait_for(f"/arena{i}/game/server", "down")

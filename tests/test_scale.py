@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from salvo.mqtt import Broker
 from salvo.stress import RefereeProcess
-from salvo.watch import Recorder
+from salvo.watch import Recorder, wait_until
 
 from conftest import BrokerFactory
 
@@ -32,6 +32,12 @@ def test_two_hundred_arenas_survive_a_broker_restart_and_stop_down(new_broker: B
             for name in names:  # every arena said 'up' again, after the restart
                 watch.wait_for(f"/{name}/game/server", "up", after=mark, timeout=60)
             assert referee.proc is not None and referee.proc.poll() is None
+
+            def judged() -> bool:  # every drop that looked like a take-over has been judged
+                log = referee.log.read_text()
+                return log.count("judged in") == log.count("not a take-over") + log.count("TAKEN OVER")
+
+            wait_until(judged, timeout=30, what="the take-over checks")
             assert referee.log.read_text().count("publishing retained state") >= 2 * ARENAS
         finally:
             watch.close()

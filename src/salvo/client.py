@@ -34,7 +34,7 @@ import paho.mqtt.client as paho
 
 from salvo import crypto, payloads, wire
 from salvo.errors import Code
-from salvo.mqtt import Broker, connect_async, new_client
+from salvo.mqtt import Broker, connect_async, new_client, read_qos
 from salvo.rules import SHIP_IDS, Placement
 from salvo.strategy import Strategy
 from salvo.topics import Inbound, Topics, name_error
@@ -217,8 +217,7 @@ class SalvoClient:
             return
         # Subscribing again after every (re)connect replays the retained state:
         # that is how a client resynchronises after a cut.
-        filters = [*self.topics.public_filters, self.topics.private_filter(self.name)]
-        client.subscribe([(f, 1) for f in filters])
+        client.subscribe(self.topics.team_filter, read_qos(self._mqtt))
         self._connected.set()
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:

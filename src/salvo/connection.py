@@ -324,7 +324,7 @@ class Takeovers:
         elif rc.value != 0:
             log.warning("[%s] lost the broker (%s, %s); reconnecting", self.name, role, rc)
 
-    def reconnected(self, role: str, node: tuple[str, int]) -> Callable[[], None] | None:
+    def reconnected(self, role: str, node: tuple[str, int]) -> Callable[[], bool] | None:
         """``role`` is up again. When its drop looks like a take-over, the
         check to run once the other connection had time to report a drop of
         its own (a broker that restarts closes both, but the loop may read
@@ -335,9 +335,12 @@ class Takeovers:
             return None
         drops_then = self._other_drops_then[role]
 
-        def check() -> None:
+        def check() -> bool:
+            """True when it was judged a take-over (and logged)."""
             if self._drops[other] == drops_then and self._node[other] is not None:
                 self._taken_over(role)
+                return True
+            return False
 
         return check
 

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,7 +147,8 @@ class EmbeddedBroker:
 
 def broker_url(broker: Broker) -> str:
     """``broker`` as a URL another process can take (credentials included)."""
-    auth = f"{broker.username}:{broker.password}@" if broker.username else ""
+    login = [urllib.parse.quote(part or "", safe="") for part in (broker.username, broker.password)]
+    auth = f"{login[0]}:{login[1]}@" if broker.username else ""
     query = "" if broker.mqtt5 else "?protocol=3"
     urls = [f"mqtt://{f'[{host}]' if ':' in host else host}:{port}{query}" for host, port in broker.endpoints]
     urls[0] = urls[0].replace("mqtt://", f"mqtt://{auth}", 1)

@@ -18,6 +18,7 @@ TLS verifies the broker's certificate, against the system's CAs or, with
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import ssl
 import urllib.parse
@@ -59,9 +60,11 @@ class Broker:
         """Parse a broker URL, or several separated by commas (the nodes of
         one cluster: same scheme, protocol and path; one login, given in
         any of them); raise ValueError with a readable reason."""
-        parts = [part.strip() for part in url.split(",")]
+        # A comma starts another node only before "scheme://": a password
+        # may hold commas (and every node's URL names its scheme).
+        parts = [part.strip() for part in _NODES.split(url)]
         if not all(parts):
-            raise ValueError(f"empty broker URL in {url!r}")
+            raise ValueError(f"empty broker URL in {_redacted(url)!r}")
         first, *rest = (cls._one(part) for part in parts)
         for other in rest:
             if _shape(other) != _shape(first):
@@ -73,7 +76,7 @@ class Broker:
             raise ValueError("the brokers of a cluster share one login: give it once")
         others = tuple((b.host, b.port) for b in rest)
         if len({(first.host, first.port), *others}) != 1 + len(others):
-            raise ValueError(f"a broker is listed twice in {url!r}")
+            raise ValueError(f"a broker is listed twice in {_redacted(url)!r}")
         username, password = logins.pop() if logins else (None, None)
         return replace(first, others=others, username=username, password=password)
 
@@ -86,7 +89,7 @@ class Broker:
         try:
             port = parts.port or _DEFAULT_PORTS[scheme]
         except ValueError as exc:
-            raise ValueError(f"bad port in broker URL {url!r}") from exc
+            raise ValueError(f"bad port in broker URL {_redacted(url)!r}") from exc
         query = urllib.parse.parse_qs(parts.query)
         version = query.get("protocol", ["5"])[-1]
         if version not in ("3", "3.1.1", "5"):
@@ -126,6 +129,15 @@ class Broker:
         query = "" if self.mqtt5 else "?protocol=3"
         first = f"{scheme}://{user}{_host(self.host)}:{self.port}{path}{query}"
         return ",".join([first, *(f"{scheme}://{_host(h)}:{p}{path}{query}" for h, p in self.others)])
+
+
+#: Where one node's URL ends and the next begins: a comma before "scheme://".
+_NODES: Final = re.compile(r",(?=\s*[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def _redacted(url: str) -> str:
+    """``url`` without the password of any node, for an error message."""
+    return re.sub(r"://([^:@/]*):[^@/]*@", r"://\1:***@", url)
 
 
 def _shape(broker: Broker) -> tuple[object, ...]:
@@ -224,20 +236,38 @@ class Client(paho.Client):
             return False
         log.info("broker %s:%d refuses MQTT 5: speaking MQTT 3.1.1 to it", *self.endpoint)
         _REFUSED_MQTT5.add(self.endpoints)
-        self._protocol = paho.MQTTv311
-        self._clean_session = not self.persistent
-        self._connect_properties = None  # (MQTT 5 only: session expiry)
+        self._speak_311()
         self._same_again = True  # the same node again, in the protocol it speaks
-        self._reconnect_delay = None  # and at once: it answered, it is no outage
+        self._reconnect_delay = None  # after paho's shortest wait: it answered, it is no outage
         return True
+
+    def _speak_311(self) -> None:
+        self._protocol = paho.MQTTv311
+        self._clean_session = not self.persistent  # (3.1.1 has no expiry: a persistent session stays)
+        self._connect_properties = None  # (MQTT 5 only: session expiry)
 
     def _pick_endpoint(self, _client: paho.Client, _userdata: Any) -> None:
         # Called by reconnect() itself, in state "connecting": paho's host
         # and port setters refuse then, so the fields are set directly.
+        if self._protocol == paho.MQTTv5 and self.endpoints in _REFUSED_MQTT5:
+            self._speak_311()  # another client of this process learned it
         if self._tried and not self._same_again and len(self.endpoints) > 1:
             self._node = (self._node + 1) % len(self.endpoints)
             self._host, self._port = self.endpoints[self._node]
         self._tried, self._same_again = True, False
+        self._quiet_disconnect = False  # (a socket closed without its callback)
+
+
+def read_qos(client: Client) -> int:
+    """The QoS a reader (a team, a spectator, a watcher: not the referee)
+    subscribes with: 1, or 0 on a broker that refused MQTT 5. NATS (which
+    does) makes each QoS 1 subscription a JetStream consumer placed on some
+    node of the cluster; when that node dies, a client still connected to
+    another node gets nothing more on it until it subscribes again. At QoS 0
+    the subscription lives on the client's own node. A reader catches up from
+    the retained state whenever it (re)subscribes, so QoS 0 loses it nothing
+    that a lost connection would not lose anyway."""
+    return 1 if client.mqtt5 else 0
 
 
 def new_client(

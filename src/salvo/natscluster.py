@@ -87,9 +87,13 @@ class NatsCluster:
 
     def start(self, timeout: float = 60.0) -> NatsCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
-        for i in self.nodes:
-            self.start_node(i)
-        self.wait_ready(timeout)
+        try:
+            for i in self.nodes:
+                self.start_node(i)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()  # no node left running (a port taken meanwhile, a node that exited)
+            raise
         return self
 
     def start_node(self, i: int) -> None:

@@ -200,7 +200,7 @@ class ArenaRunner(Dispatcher):
             return
         self._sub.up()
         self._ever_connected = True
-        self._judge_later(self._takeovers.reconnected(_CONNECTION, self.client.endpoint))
+        self._judge(self._takeovers.reconnected(_CONNECTION, self.client.endpoint), self._pub)
         # Retain-as-published (MQTT 5): a message a team published with the
         # retain flag keeps it, live or not, so the referee can clear it (a
         # retained inbound message would be re-read at every resubscribe).
@@ -222,12 +222,25 @@ class ArenaRunner(Dispatcher):
         self._pub.up()
         # This connection's last will may have said "down" while it was away
         # (a cut, or another client taking its id over): say "up" again.
-        self._judge_later(self._takeovers.reconnected(_PUBLISHING, self.out.endpoint))
+        self._judge(self._takeovers.reconnected(_PUBLISHING, self.out.endpoint), self._sub)
         self._high.append(OutConnected(self.connected.is_set()))
 
-    def _judge_later(self, check: Callable[[], None] | None) -> None:
-        if check is not None:
-            self.loop.call_later(TAKEOVER_JUDGED_AFTER_S, self._guard(check))
+    def _judge(self, check: Callable[[], bool] | None, other: Link) -> None:
+        """Did a client take this connection over? At once when the other
+        connection has nothing unread (no close of its own waiting to be
+        seen); else once it had TAKEOVER_JUDGED_AFTER_S to report one."""
+        if check is None:
+            return
+        if not other.has_input():
+            check()
+            return
+        log.info("[%s] a drop that may be a take-over: judged in %g s", self.name, TAKEOVER_JUDGED_AFTER_S)
+
+        def later() -> None:
+            if not check():
+                log.info("[%s] not a take-over: the other connection dropped too", self.name)
+
+        self.loop.call_later(TAKEOVER_JUDGED_AFTER_S, self._guard(later))
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if self.connected.is_set() and self._lost_at is None:

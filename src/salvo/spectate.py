@@ -39,7 +39,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.mqtt import Broker, connect_async, new_client
+from salvo.mqtt import Broker, connect_async, new_client, read_qos
 from salvo.topics import Topics, TournamentTopics
 
 log = logging.getLogger("salvo.spectate")
@@ -230,7 +230,7 @@ class Feed:
         if self.client.mqtt5:
             client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in subscriptions()])
         else:
-            client.subscribe([(f, 1) for f in subscriptions()])
+            client.subscribe([(f, read_qos(self.client)) for f in subscriptions()])
         self.settled.set()
 
     def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.mqtt import Broker, connect_async, new_client
+from salvo.mqtt import Broker, connect_async, new_client, read_qos
 
 __all__ = ["Keep", "Msg", "NoReply", "Recorder", "wait_until"]
 
@@ -113,7 +113,7 @@ class Recorder:
                 options = SubscribeOptions(qos=1, retainAsPublished=True)
                 client.subscribe([(f, options) for f in self._filters])
             else:
-                client.subscribe([(f, 1) for f in self._filters])
+                client.subscribe([(f, read_qos(self.client)) for f in self._filters])
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         self._add(Msg(msg.topic, bytes(msg.payload), msg.retain, time.time()))

@@ -138,6 +138,17 @@ def parse_broker(url: str, username: str | None, password: str | None) -> Broker
     return broker.with_ca_file(str(ca_file) if ca_file else None)
 
 
+#: Arenas one process may be given: ten times what it is measured to hold
+#: (docs/scaling.md); a typo like 1-1000000 is an error, not a gigabyte.
+MAX_ARENAS = 10_000
+
+
+def _count(n: int) -> int:
+    if not 1 <= n <= MAX_ARENAS:
+        raise click.BadParameter(f"{n} arenas: one process takes 1 to {MAX_ARENAS}", param_hint="--arenas")
+    return n
+
+
 def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
     """--prefix, or --arenas: a count N (arena1..arenaN), or a comma-separated
     list of prefixes and ranges M-N (arenaM..arenaN): several referee
@@ -146,14 +157,15 @@ def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
     from salvo.topics import name_error
 
     names: list[str] = []
-    if arenas and arenas.strip().isdigit():
-        names = [f"arena{i}" for i in range(1, int(arenas) + 1)]
+    if arenas and re.fullmatch(r"\s*[0-9]+\s*", arenas):
+        names = [f"arena{i}" for i in range(1, _count(int(arenas)) + 1)]
     elif arenas:
         for item in (part.strip() for part in arenas.split(",")):
             if match := re.fullmatch(r"(\d+)-(\d+)", item):
                 first, last = int(match[1]), int(match[2])
                 if not 1 <= first <= last:
                     raise click.BadParameter(f"{item!r}: a range runs from 1 up, first to last", param_hint="--arenas")
+                _count(len(names) + last - first + 1)
                 names += [f"arena{i}" for i in range(first, last + 1)]
             else:
                 names.append(item)
