@@ -295,14 +295,17 @@ class Takeovers:
     """A pair of connections' drops, to tell when one was most likely taken
     over by another client with its client id: the broker closed it while
     the other one stayed up on the same node (the broker itself, or the
-    network, would have dropped both; on a cluster, a connection on another
-    node tells nothing)."""
+    network, would have dropped both). Not on a cluster of brokers: a NATS
+    node closes one connection alone while the cluster elects new leaders,
+    so there only the broker's own word (DISCONNECT "session taken over")
+    counts."""
 
-    def __init__(self, name: str, client_ids: dict[str, str]) -> None:
+    def __init__(self, name: str, client_ids: dict[str, str], *, cluster: bool = False) -> None:
         assert len(client_ids) == 2
         self.name = name
         self.client_ids = client_ids
         self._other = dict(zip(client_ids, reversed(client_ids), strict=True))
+        self._cluster = cluster
         self._drops = dict.fromkeys(client_ids, 0)
         #: the node each connection is on, while it is up
         self._node: dict[str, tuple[str, int] | None] = dict.fromkeys(client_ids)
@@ -331,7 +334,7 @@ class Takeovers:
         one close well before the other: 1000 arenas' worth of them)."""
         self._node[role] = node
         other = self._other[role]
-        if not (self._drops[role] and self._other_beside[role]):
+        if self._cluster or not (self._drops[role] and self._other_beside[role]):
             return None
         drops_then = self._other_drops_then[role]
 

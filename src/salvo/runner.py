@@ -143,7 +143,7 @@ class ArenaRunner(Dispatcher):
         # and every lost PUBACK holds one of paho's in-flight slots for good.
         # The connection that only publishes never has a backlog.
         self._client_ids = {_CONNECTION: client_id, _PUBLISHING: f"{client_id}-out"}
-        self._takeovers = Takeovers(self.name, self._client_ids)
+        self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(broker.endpoints) > 1)
         self.client = new_client(broker, client_id, manual_ack=True, persistent=True, connect_timeout=CONNECT_TIMEOUT_S)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
