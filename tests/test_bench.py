@@ -108,7 +108,7 @@ SCALE_REQUIRED = [
     "scale.sigterm_s",
     "scale.shots_per_s_1proc",
     "scale.shots_per_s_2proc",
-    "scale.team_subscribe_s",
+    "scale.team_subscribe_ms",
 ]
 
 

@@ -135,7 +135,7 @@ def run_scale(
         if broker_pids:
             res.put("scale.broker_idle_cpu_pct", sum(idle[1:]), 1)
         progress("scale: a team's subscription (QoS 1, as the SDK makes it)")
-        res.put("scale.team_subscribe_s", _team_subscribe_s(broker, prefixes[-3]), 3)
+        res.put("scale.team_subscribe_ms", 1000 * _team_subscribe_s(broker, prefixes[-3]), 3)
         try:
             _busy_arena(broker, prefixes, res, plan, progress)
             res.put("scale.busy_arena_played", 1, 0)
