@@ -150,3 +150,15 @@ def test_referee_processes_share_a_league_by_range_and_never_overlap(new_broker:
             watch.wait_for(f"/arena{i}/game/server", "down")
     finally:
         watch.close()
+
+
+def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None:
+    """salvo.mqtt.Client sets paho fields that have no public setter while a
+    connection is being made (paho itself sets _protocol to step down to
+    3.1): a paho release that renames them must fail here, not at a venue."""
+    client = new_client(Broker.from_url("mqtt://127.0.0.1:1,mqtt://127.0.0.1:2"), "internals")
+    for field in ("_host", "_port", "_protocol", "_connect_properties", "_reconnect_delay"):
+        assert hasattr(client, field), field
+    # what a 3.1.1 connection reads, and the fall-back sets
+    assert hasattr(new_client(Broker.from_url("mqtt://127.0.0.1:1?protocol=3"), "internals-3"), "_clean_session")
+    assert callable(client.on_connect) and callable(client.on_disconnect)
