@@ -217,7 +217,15 @@ class SalvoClient:
             return
         # Subscribing again after every (re)connect replays the retained state:
         # that is how a client resynchronises after a cut.
-        client.subscribe(self.topics.team_filter, read_qos(self._mqtt))
+        if self._mqtt.mqtt5:
+            # Only what the referee says: on an open broker a wildcard would
+            # also bring every team's fire messages and anybody's flood.
+            filters = [*self.topics.public_filters, self.topics.private_filter(self.name)]
+        else:
+            # A broker that refused MQTT 5 (NATS) keeps order only within one
+            # subscription (the view needs the winner after 'over'): one filter.
+            filters = [self.topics.team_filter]
+        client.subscribe([(f, read_qos(self._mqtt)) for f in filters])
         self._connected.set()
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:

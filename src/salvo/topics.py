@@ -242,12 +242,12 @@ class Topics:
 
     @property
     def team_filter(self) -> str:
-        """One filter for all a team reads of this arena: a broker keeps the
-        referee's order within one subscription only (NATS makes each a
-        JetStream consumer of its own, and a winner could arrive after the
-        state that says the game is over). The broker's ACL still decides
-        which of these topics reach the team (mosquitto filters a wildcard
-        subscription message by message)."""
+        """One filter for all a team reads of this arena, for brokers that
+        keep the referee's order within one subscription only (NATS makes
+        each a JetStream consumer of its own, and a winner could arrive
+        after the state that says the game is over). It also brings inbound
+        topics where the broker lets the team read them (mosquitto's ACL
+        does not: it filters a wildcard subscription message by message)."""
         return f"/{self.prefix}/#" if self.prefix else "/#"
 
     def private_filter(self, name: str) -> str:
