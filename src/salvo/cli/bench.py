@@ -104,8 +104,8 @@ def bench_strategies(games: int, shots_per_turn: int, seed: int) -> None:
 
 
 @bench.command("scale")
-@click.option("--quick", is_flag=True, help="A small run (40 arenas, 1 and 2 processes): checks the bench.")
-@click.option("--arenas", type=click.IntRange(min=3), help="Arenas in the one process (default 1000; --quick 40).")
+@click.option("--quick", is_flag=True, help="A small run (20 arenas, 1 and 2 processes): checks the bench.")
+@click.option("--arenas", type=click.IntRange(min=3), help="Arenas in the one process (default 1000; --quick 20).")
 @click.option(
     "--broker",
     envvar="SALVO_BENCH_BROKER",

@@ -53,7 +53,7 @@ class ScalePlan:
     @staticmethod
     def make(quick: bool, arenas: int | None = None) -> ScalePlan:
         if quick:
-            return ScalePlan(arenas or 40, 100, 1.0, 4, 1.5, (1, 2))
+            return ScalePlan(arenas or 20, 50, 0.5, 4, 1.0, (1, 2))
         return ScalePlan(arenas or 1000, 1000, 5.0, 8, 8.0, (1, 2, 4))
 
 
