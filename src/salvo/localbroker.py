@@ -52,14 +52,19 @@ def wait_listening(ports: list[int], failed: Callable[[], str | None], timeout: 
             time.sleep(0.02)
 
 
-def mosquitto_binary() -> str:
-    """Where mosquitto is (Debian puts it in /usr/sbin, often not on PATH)."""
-    path = shutil.which("mosquitto") or next(
-        (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.path.exists(p)), None
+def server_binary(name: str) -> str:
+    """Where a Debian server package's binary is (often /usr/sbin, not on PATH)."""
+    path = shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/usr/local/sbin/{name}", f"/usr/local/bin/{name}") if os.path.exists(p)),
+        None,
     )
     if path is None:
-        raise RuntimeError("mosquitto is not installed: apt-get install -y mosquitto (bash .ci/run does it)")
+        raise RuntimeError(f"{name} is not installed: apt-get install -y {name} (bash .ci/run does it)")
     return path
+
+
+def mosquitto_binary() -> str:
+    return server_binary("mosquitto")
 
 
 def mosquitto_version() -> str:

@@ -31,20 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from salvo.localbroker import free_port
+from salvo.localbroker import free_port, server_binary
 from salvo.mqtt import Broker, connect_async, new_client
 
 _HOST = "127.0.0.1"
-
-
-def nats_binary() -> str:
-    """Where nats-server is (Debian puts it in /usr/sbin, often not on PATH)."""
-    path = shutil.which("nats-server") or next(
-        (p for p in ("/usr/sbin/nats-server", "/usr/local/bin/nats-server") if os.path.exists(p)), None
-    )
-    if path is None:
-        raise RuntimeError("nats-server is not installed: apt-get install -y nats-server (bash .ci/run does it)")
-    return path
 
 
 @dataclass(frozen=True)
@@ -61,7 +51,7 @@ class NatsCluster:
     ready. ``broker(order)`` is a Broker listing the nodes in that order."""
 
     def __init__(self, size: int = 3, workdir: Path | None = None) -> None:
-        self.binary = nats_binary()
+        self.binary = server_binary("nats-server")
         self.dir = workdir or Path(tempfile.mkdtemp(prefix="salvo-nats-"))
         self.nodes = {i: Node(f"n{i}", free_port(), free_port(), free_port(), free_port()) for i in range(1, size + 1)}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}

@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from salvo.client import GameRecord
 from salvo.mqtt import Broker
 from salvo.perf.broker_bench import pipelined_salvos, shot_rtt
 from salvo.perf.probe import Probe
 from salvo.perf.results import Results, percentile
-from salvo.stress import RefereeProcess, play_arena, rss_mb
+from salvo.stress import RefereeProcess, errors, play_arena, rss_mb
 from salvo.topics import Topics
 
 #: figure -> (limit, comparison): the targets of issue #19.
@@ -190,15 +191,13 @@ def _team_subscribe_s(broker: Broker, prefix: str) -> float:
 
 def _full_game(broker: Broker, prefix: str) -> float:
     """Two SDK bots play ``prefix``'s game to the end; seconds it took."""
-    from salvo.stress import errors
-
-    records: dict[str, list[object]] = {}
+    records: dict[str, list[GameRecord]] = {}
     t0 = time.monotonic()
-    play_arena(broker, prefix, 2, 1, records)  # type: ignore[arg-type]
+    play_arena(broker, prefix, 2, 1, records)
     took = time.monotonic() - t0
-    finished = [k for k, v in records.items() if k.startswith(prefix + "/") and len(v) == 1]
-    if len(finished) != 2:
-        raise RuntimeError(f"the game in {prefix} did not finish: {errors or records}")
+    if sum(len(v) == 1 for v in records.values()) != 2:
+        ours = {k: v for k, v in errors.items() if k.startswith(f"{prefix}/")}
+        raise RuntimeError(f"the game in {prefix} did not finish: {ours or records}")
     return took
 
 
