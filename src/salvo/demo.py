@@ -66,6 +66,7 @@ class Spectator:
         self.stats: dict[str, wire.PlayerStats] = {}
         self.players: list[str] = []
         self.games_over = 0
+        self.last_message = time.monotonic()
         self._lock = threading.Lock()
 
     def board(self, name: str) -> Board:
@@ -73,6 +74,7 @@ class Spectator:
 
     def feed(self, topic: str, payload: bytes) -> None:
         text = payload.decode("utf-8", "replace")
+        self.last_message = time.monotonic()
         with self._lock, contextlib.suppress(ValueError):
             self._feed(topic, text)
 
@@ -225,6 +227,10 @@ class DemoResult:
     records: dict[str, list[GameRecord]]
 
 
+QUIET_S = 10.0
+"""How long the demo's watcher may hear nothing once the bots are done."""
+
+
 def run_demo(
     *,
     bots: int = 4,
@@ -290,19 +296,19 @@ def run_demo(
                 thread.start()
                 threads.append(thread)
             printed = 0
-            stop_waiting = time.monotonic() + 5
             with Live(spectator.render("salvo demo"), console=console, refresh_per_second=8) as live:
-                while any(t.is_alive() for t in threads) or printed < spectator.games_over:
+                # Until every game's table is printed: the watcher may lag the bots (all of them share
+                # one process and, without mosquitto, a Python broker), so the bots finishing is not
+                # the end; only a watcher that has heard nothing for QUIET_S is given up on.
+                while printed < games:
                     game_no = min(spectator.games_over + 1, games)
                     live.update(spectator.render(f"salvo demo - game {game_no}/{games}"))
                     # Each game's results once all its stats arrived (before the reset clears them).
                     if printed < spectator.games_over and spectator.complete():
                         printed += 1
                         live.console.print(spectator.results_table())
-                    elif not any(t.is_alive() for t in threads) and time.monotonic() > stop_waiting:
+                    elif not any(t.is_alive() for t in threads) and time.monotonic() - spectator.last_message > QUIET_S:
                         break
-                    if any(t.is_alive() for t in threads):
-                        stop_waiting = time.monotonic() + 5  # our subscription may lag the bots'
                     time.sleep(0.05)
             console.print()
         finally:
