@@ -174,7 +174,7 @@ def test_an_exported_game_replays_as_a_resuming_referee_reads_it(tmp_path: Path,
     source.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = CliRunner().invoke(main, ["journal", "replay", str(source)])
     assert result.exit_code == 0, result.output
-    assert f"{len(d.events)} events, 0 rejected; state turn, {g.turn} turns" in result.output
+    assert f"{len(d.events)} events, 0 rejected; state turn, {g.turn} turns, winner - (in progress)" in result.output
 
 
 @pytest.mark.mqtt

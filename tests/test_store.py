@@ -264,7 +264,8 @@ def test_journal_export_and_replay(tmp_path: Path) -> None:
     assert joins and all(e["redacted"] for e in joins)  # keys are digested
     replay = CliRunner().invoke(main, ["journal", "replay", str(out)])
     assert replay.exit_code == 0, replay.output
-    assert f"winner {winner}" in replay.output and "0 rejected" in replay.output
+    assert f"state over, {d.game.turn} turns, winner {winner} (victory)" in replay.output
+    assert "0 rejected" in replay.output
     assert '"termination":"victory"' in replay.output
     # a journal that does not follow the rules is caught
     fires = [i for i, e in enumerate(lines) if e["type"] == "fire"]

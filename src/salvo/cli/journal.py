@@ -1,19 +1,118 @@
-"""``salvo journal``: export a game from the referee's journal, replay one, back it up."""
+"""``salvo journal``: list the games of the referee's journal, export one,
+replay one, back it up."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from salvo.cli.common import LocalFileError, SalvoError
 
+if TYPE_CHECKING:
+    from salvo.journaltools import GameSummary
+
 
 @click.group()
 def journal() -> None:
-    """The referee's journal: export a game, replay one."""
+    """The referee's journal: list its games, export one, replay one."""
+
+
+@contextlib.contextmanager
+def reading(state: Path) -> Iterator[None]:
+    """A state file that cannot be read (damaged, not SQLite, no access) exits 4, in one line."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise LocalFileError(f"cannot read the state file {state}: {exc}") from None
+    except OSError as exc:  # StoreDamaged says which file and what is wrong with it
+        raise LocalFileError(str(exc)) from None
+
+
+@journal.command("list")
+@click.option(
+    "--state",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default="salvo-referee.db",
+    show_default=True,
+    help="The referee's state file (a referee may be running on it).",
+)
+@click.option("--arena", default=None, help='Only this arena (its prefix; "" is the unprefixed one). Default: all.')
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per game (see journaltools.GameSummary).")
+def journal_list(state: Path, arena: str | None, as_json: bool) -> None:
+    """Every game in the journal and what it came to, one line each.
+
+    Arena, game number, the start of its id, when it started (local time,
+    month-day hours:minutes), how long it lasted, turns, winner, how it ended
+    (victory, forfeit, draw; abandoned, lobby closed; in progress, lobby) and
+    its players in play order. A referee may be running on the state file.
+    """
+    from salvo.journaltools import games
+    from salvo.store import Store
+
+    with reading(state):
+        store = Store(state, writer=False)
+        try:
+            arenas = store.arenas() if arena is None else [arena]
+            summaries = [s for a in arenas for s in games(store, a)]
+        finally:
+            store.close()
+    if as_json:
+        for s in summaries:
+            click.echo(json.dumps(s.as_json()))
+    elif summaries:
+        for line in table(summaries):
+            click.echo(line)
+    else:
+        where = "" if arena is None else f" of arena {arena or '(default)'}"
+        click.echo(f"no games{where} in {state}")
+
+
+def _clock(at: float | None) -> str:
+    return "-" if at is None else time.strftime("%m-%d %H:%M", time.localtime(at))
+
+
+def _lasted(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s // 60 % 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def table(summaries: Sequence[GameSummary]) -> list[str]:
+    """One aligned line per game under a heading; players last, so that a
+    long lobby only makes its own line longer."""
+    head = ("ARENA", "GAME", "ID", "STARTED", "LASTED", "TURNS", "WINNER", "END", "PLAYERS")
+    rows = [head] + [
+        (
+            s.arena or "(default)",
+            str(s.game_no),
+            s.game_id[:8],
+            _clock(s.started),
+            _lasted(s.duration_s),
+            str(s.turns),
+            s.winner or "-",
+            s.termination,
+            ",".join(s.players) or "-",
+        )
+        for s in summaries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    numbers = {1, 4, 5}
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = [c.rjust(w) if i in numbers else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
+        return "  ".join([*cells, row[-1]])
+
+    return [line(row) for row in rows]
 
 
 @journal.command("export")
@@ -37,7 +136,8 @@ def journal_export(out: TextIO, state: Path, arena: str, game_no: int | None, wi
     """
     from salvo.journaltools import export_game
 
-    exported = export_game(state, out, arena, game_no, with_keys=with_keys)
+    with reading(state):
+        exported = export_game(state, out, arena, game_no, with_keys=with_keys)
     click.echo(exported.line(), err=True)
 
 
