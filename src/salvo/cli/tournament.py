@@ -1,9 +1,11 @@
-"""``salvo tournament``: run a tournament night."""
+"""``salvo tournament``: run a tournament night, watch it, steer it, export it."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,14 +14,29 @@ from salvo.cli.common import (
     arena_prefixes,
     broker_option,
     game_config,
-    key_file_option,
     log_level_option,
     parse_broker,
     setup_logging,
 )
 
+_STATE: dict[str, Any] = {
+    "type": click.Path(dir_okay=False, path_type=Path),
+    "default": "salvo-tournament.json",
+    "show_default": True,
+    "envvar": "SALVO_TOURNAMENT_STATE",
+    "help": "The tournament's decisions and results: a restarted director carries on.",
+}
+state_option = click.option("--state", **_STATE)
 
-@click.command()
+
+@click.group()
+def tournament() -> None:
+    """A tournament night: `run` the director; `status`, controls and
+    `export` from another terminal (they talk to the running director through
+    files next to its --state)."""
+
+
+@tournament.command()
 @broker_option
 @click.option(
     "--teams",
@@ -27,48 +44,112 @@ from salvo.cli.common import (
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     envvar="SALVO_TEAMS",
-    help="Team registry (salvo teams add): who plays.",
+    help="Team registry (salvo teams add): who plays. Teams added later wait for admit-late.",
 )
-@click.option("--arenas", default="2", show_default=True, help="Tables at once: a count N (arena1..N) or prefixes.")
-@click.option("--format", "fmt", type=click.Choice(["round-robin", "swiss"]), default="round-robin", show_default=True)
-@click.option("--rounds", type=click.IntRange(min=1), help="Rounds (default: round robin all; swiss 3).")
 @click.option(
-    "--state",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default="salvo-tournament.json",
-    show_default=True,
-    help="The tournament's decisions and results: a restarted director carries on.",
+    "--arenas", default="2", show_default=True, envvar="SALVO_ARENAS", help="A count N (arena1..N) or prefixes."
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["round-robin", "swiss"]),
+    default="round-robin",
+    show_default=True,
+    envvar="SALVO_FORMAT",
+)
+@click.option(
+    "--table-size",
+    type=click.IntRange(2, 4),
+    default=2,
+    show_default=True,
+    envvar="SALVO_TABLE_SIZE",
+    help="Teams per game: 2 (duels) or tables of 3-4 scored by finishing place.",
+)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), envvar="SALVO_ROUNDS", help="Rounds (default: round robin all; swiss 3)."
+)
+@state_option
 @click.option(
     "--referee-state",
     type=click.Path(dir_okay=False, path_type=Path),
-    default="salvo-referee.db",
+    default="salvo-tournament-referee.db",
     show_default=True,
-    help="The referee journal of the arenas.",
+    envvar="SALVO_TOURNAMENT_REFEREE_STATE",
+    help="The referee journal of the tournament's arenas (not free play's salvo-referee.db).",
 )
-@key_file_option
-@click.option("--placement-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True)
-@click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
-@click.option("--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True)
+@click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="salvo-referee.key",
+    show_default=True,
+    envvar="SALVO_KEY_FILE",
+    help="The referee's X25519 key (created 0600 on first run).",
+)
+@click.option(
+    "--placement-timeout",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    envvar="SALVO_PLACEMENT_TIMEOUT",
+)
+@click.option(
+    "--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, envvar="SALVO_TURN_TIMEOUT"
+)
+@click.option(
+    "--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True, envvar="SALVO_RESET_AFTER"
+)
 @click.option(
     "--no-show-after",
     type=click.FloatRange(min=0),
     default=300.0,
     show_default=True,
+    envvar="SALVO_NO_SHOW_AFTER",
     help="Seconds after its assignment a game must have started, else it is forfeited by whoever "
     "has no approved fleet (0: wait for ever). Longer than --placement-timeout.",
+)
+@click.option(
+    "--resume-window",
+    type=click.IntRange(min=1),
+    default=120,
+    show_default=True,
+    envvar="SALVO_RESUME_WINDOW",
+    help="Seconds the broker keeps the referee's session while it is away; traffic older is dropped.",
+)
+@click.option(
+    "--console",
+    "console_at",
+    default="127.0.0.1:8470",
+    show_default=True,
+    envvar="SALVO_CONSOLE",
+    help="HOST:PORT of the organiser console (needs --console-password), or 'off'.",
+)
+@click.option(
+    "--console-password", envvar="SALVO_CONSOLE_PASSWORD", help="The organiser console's password (8+ characters)."
+)
+@click.option(
+    "--console-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SALVO_CONSOLE_CERT",
+    help="TLS certificate of the console (default data/tls/server.crt when present).",
+)
+@click.option(
+    "--console-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SALVO_CONSOLE_KEY",
+    help="Its private key (default data/tls/server.key when present).",
 )
 @click.option(
     "--client-id", help="MQTT client id base of its referee (default: salvo-tournament-<derived from the key file>)."
 )
 @log_level_option
-def tournament(
+def run(
     broker: str,
     username: str | None,
     password: str | None,
     registry_path: Path,
     arenas: str,
     fmt: str,
+    table_size: int,
     rounds: int | None,
     state: Path,
     referee_state: Path,
@@ -77,36 +158,45 @@ def tournament(
     turn_timeout: float,
     reset_after: float,
     no_show_after: float,
+    resume_window: int,
+    console_at: str,
+    console_password: str | None,
+    console_cert: Path | None,
+    console_key: Path | None,
     client_id: str | None,
     log_level: str,
 ) -> None:
-    """Run a tournament: schedule two-player games onto arenas, keep standings.
+    """Run the tournament: fixtures onto arenas, standings, until the last game.
 
-    Runs the referee for the arenas itself, each arena admitting only the two
-    teams scheduled there; tells every team where to play on the retained
+    Runs the referee for the arenas itself, each arena admitting only the
+    teams assigned there; tells every team where to play on the retained
     /tournament/assignments/TEAM (salvo bot --tournament follows it); keeps
-    the standings (wins, points, hits, accuracy) retained on
-    /tournament/standings; prints the final ranking. A game not started
-    --no-show-after seconds after its assignment is forfeited by the team(s)
-    without an approved fleet. Killed and started again with the same files,
-    it carries on.
+    the standings retained on /tournament/standings; prints the final
+    ranking. SIGTERM or Ctrl-C pauses it (exit 0, teams keep waiting): start
+    it again with the same files and it carries on, taking over the games in
+    progress and the results of games that ended meanwhile.
     """
     from salvo import bootstrap
     from salvo import tournament as night
     from salvo.referee import Referee
+    from salvo.tournament.director import Director
 
     setup_logging(log_level)
+    if err := night.no_show_error(no_show_after, placement_timeout):
+        raise click.BadParameter(err, param_hint="--no-show-after")
+    console = _console_settings(console_at, console_password, console_cert, console_key)
     target = parse_broker(broker, username, password)
     registry = bootstrap.load_registry(registry_path)
     teams = night.entrants(registry, registry_path)
     prefixes = arena_prefixes("", arenas)
-    plan = night.plan(state, fmt, rounds, teams)
-    if err := night.no_show_error(no_show_after, placement_timeout):
-        raise click.BadParameter(err, param_hint="--no-show-after")
-    config = game_config(placement_timeout, turn_timeout, reset_after, 2, 2, 3)
+    plan, late = night.plan(state, fmt, rounds, teams, table_size)
+    if late:
+        click.echo(f"registered after the start, waiting for admit-late/refuse-late: {', '.join(late)}", err=True)
+    config = game_config(placement_timeout, turn_timeout, reset_after, 2, table_size, table_size)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.tournament_arenas(referee_state, prefixes, config, key)
     bootstrap.claim(target, games, store, fresh=False)
+    server = None
     try:
         roster = night.restrict_lobbies(games, registry)
         service = Referee(
@@ -115,22 +205,158 @@ def tournament(
             client_id=bootstrap.client_id(client_id, "salvo-tournament", key),
             journal=store,
             registry=registry,
+            session_expiry_s=resume_window,
         )
-        director = night.Director(
+        director = Director(
             broker=target,
             arenas=prefixes,
             state=plan,
             state_path=state,
             roster=roster,
-            close_lobby=service.close_lobby,
+            referee=service,
+            store=store,
             no_show_after=no_show_after or None,
+            registered=lambda: sorted(registry.teams),
         )
-        rows = night.hold(
-            director, service, on_started=lambda: signal.signal(signal.SIGTERM, lambda *_: director.stop.set())
-        )
+
+        def started() -> None:
+            nonlocal server
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: director.stop.set())
+            if console is not None:
+                server = _start_console(director, *console)
+
+        rows = night.hold(director, service, on_started=started)
     finally:
+        if server is not None:
+            server.close()
         store.close()
     if rows is None:
-        click.echo("stopped; start again with the same --state to carry on", err=True)
-        raise SystemExit(ExitCode.FAILED)
+        click.echo("paused: start it again with the same --state to carry on", err=True)
+        return
     click.echo(night.ranking_text(rows))
+
+
+def _console_settings(
+    at: str, password: str | None, cert: Path | None, key: Path | None
+) -> tuple[str, int, str, Path | None, Path | None] | None:
+    if at == "off":
+        return None
+    host, _, port = at.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter(f"HOST:PORT or off, not {at!r}", param_hint="--console")
+    if not password:
+        click.echo("no --console-password (SALVO_CONSOLE_PASSWORD): the organiser console is off", err=True)
+        return None
+    if len(password) < 8:
+        raise click.BadParameter("at least 8 characters", param_hint="--console-password")
+    if cert is None and key is None and Path("data/tls/server.crt").exists() and Path("data/tls/server.key").exists():
+        cert, key = Path("data/tls/server.crt"), Path("data/tls/server.key")
+    if (cert is None) != (key is None):
+        raise click.BadParameter("give both --console-cert and --console-key", param_hint="--console-cert")
+    return host.strip("[]"), int(port), password, cert, key
+
+
+def _start_console(controls: Any, host: str, port: int, password: str, cert: Path | None, key: Path | None) -> Any:
+    from salvo.console import Console
+
+    server = Console(controls, host, port, password, certfile=cert, keyfile=key)
+    server.start()
+    click.echo(f"organiser console: {server.url}", err=True)
+    return server
+
+
+# -- from another terminal --------------------------------------------------------------
+
+
+@tournament.command()
+@state_option
+@click.option("--json", "as_json", is_flag=True, help="The whole status as JSON.")
+def status(state: Path, as_json: bool) -> None:
+    """Round, games left, who is playing where, the leader, the table."""
+    from salvo.tournament import spool
+    from salvo.tournament.reports import status as offline_status
+    from salvo.tournament.state import State
+
+    saved = State.load(state)
+    if saved is None:
+        raise click.ClickException(f"no tournament in {state}")
+    rid = spool.send(state, "status", {}, "cli")
+    answer = spool.reply(state, rid, timeout=3)
+    st = answer["status"] if answer else offline_status(saved, running=False)
+    if as_json:
+        click.echo(json.dumps(st, indent=1))
+        return
+    from salvo.cli.tournament_view import status_text
+
+    click.echo(status_text(st))
+
+
+@tournament.command()
+@state_option
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("--what", type=click.Choice(["games", "teams"]), default="games", show_default=True, help="(csv)")
+@click.option("-o", "--out", type=click.File("w"), default="-", help="Where to write (default: standard output).")
+def export(state: Path, fmt: str, what: str, out: Any) -> None:
+    """Every game (arena, journal game, players, result, termination, turns,
+    duration, times) and per-team statistics, as JSON or CSV."""
+    from salvo.tournament import reports
+    from salvo.tournament.state import State
+
+    saved = State.load(state)
+    if saved is None:
+        raise click.ClickException(f"no tournament in {state}")
+    if fmt == "json":
+        out.write(json.dumps(reports.export_json(saved), indent=1) + "\n")
+    else:
+        out.write(reports.export_csv(saved, what))
+
+
+def _control_command(name: str) -> click.Command:
+    from salvo.tournament.controls import ACTIONS
+
+    action = ACTIONS[name]
+
+    def callback(state: Path, wait: float, **args: Any) -> None:
+        from salvo.tournament import spool
+        from salvo.tournament.state import State
+
+        if State.load(state) is None:
+            raise click.ClickException(f"no tournament in {state}")
+        sent = {k: v for k, v in args.items() if v is not None}
+        if sent.get("winner") in ("draw", "-"):
+            sent["winner"] = ""
+        rid = spool.send(state, name, sent, "cli")
+        answer = spool.reply(state, rid, timeout=wait)
+        if answer is None:
+            click.echo(f"queued: the director has not answered in {wait:g}s; it applies it when it runs", err=True)
+            raise SystemExit(ExitCode.FAILED)
+        if not answer.get("ok"):
+            raise click.ClickException(f"refused ({answer.get('code')}): {answer.get('reason')}")
+        click.echo(f"{name}: {answer['entry']['result']}")
+
+    params: list[click.Parameter] = []
+    for arg, kind in action.args.items():
+        if kind == "text":
+            params.append(click.Option([f"--{arg}"], default="", help="Why (kept in the audit)."))
+        elif kind == "seconds":
+            params.append(click.Argument([arg], type=click.FloatRange(min=0, min_open=True)))
+        elif kind == "game":
+            params.append(click.Argument([arg], type=click.IntRange(min=0)))
+        else:
+            params.append(click.Argument([arg]))
+    params += [
+        click.Option(["--state"], **_STATE),
+        click.Option(["--wait"], type=float, default=15.0, show_default=True, help="Seconds to wait for the answer."),
+    ]
+    return click.Command(name, callback=callback, params=params, help=action.help)
+
+
+def _register_controls() -> None:
+    from salvo.tournament.controls import ACTIONS
+
+    for name in ACTIONS:
+        tournament.add_command(_control_command(name))
+
+
+_register_controls()

@@ -1,0 +1,94 @@
+"""A team's side: play wherever ``/tournament/assignments/<team>`` says,
+game after game, until it says done. That topic holds (retained JSON):
+
+- ``{"id", "round", "arena", "opponents": [...], "opponent"}``: play one
+  game in that arena (``opponent`` only in a duel; a new ``id`` for every
+  assignment, also when a game is played again);
+- ``{"waiting": "why"}``: nothing to play yet (registered late and waiting
+  for the organisers, or admitted and waiting for a first game);
+- ``{"done": true}`` (with ``"withdrawn": true`` or ``"refused": "why"``):
+  the tournament is over for this team;
+- empty: nothing to play now (between games, or the director is restarting).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from salvo.mqtt import Broker
+from salvo.topics import TournamentTopics
+from salvo.watch import Msg, Recorder
+
+log = logging.getLogger("salvo.tournament")
+
+
+def follow(
+    broker: Broker,
+    name: str,
+    secret: str,
+    strategy_factory: Callable[[], Any],
+    *,
+    on_game: Callable[[Any], None] | None = None,
+    username: str | None = None,
+    password: str | None = None,
+) -> int:
+    """Play every game assigned to ``name``; the number of games played."""
+    from salvo.client import JoinRefused, LobbyClosed, SalvoClient
+
+    topic = TournamentTopics.assignment(name)
+    rec = Recorder(broker, [topic], label=f"follow-{name}")
+    played: set[str] = set()
+    told: str | None = None
+    try:
+        while True:
+            msg = rec.wait(_fresh_job(played, told), timeout=24 * 3600, what="an assignment")
+            job = json.loads(msg.payload)
+            if job.get("done"):
+                if job.get("refused") or job.get("withdrawn"):
+                    log.warning("%s: %s", name, job.get("refused") or "withdrawn from the tournament")
+                return len(played)
+            if "waiting" in job:
+                told = str(job["waiting"])
+                log.warning("%s: %s", name, told)
+                continue
+            played.add(_key(job))
+            client = SalvoClient(
+                name, secret, broker, prefix=job["arena"], username=username, password=password
+            ).connect()
+            try:
+                client.play(strategy_factory(), games=1, on_game=on_game)
+            except LobbyClosed:
+                log.warning("%s: the game in %s was called off; waiting for the next", name, job["arena"])
+            except JoinRefused as exc:  # e.g. came too late: the game was forfeited meanwhile
+                log.warning("%s: not admitted to %s: %s; waiting for the next", name, job["arena"], exc)
+            finally:
+                client.close()
+    finally:
+        rec.close()
+
+
+def _key(job: dict[str, Any]) -> str:
+    """An assignment's identity: its id (a game played again after an abort
+    or a void comes with a new one), or round and arena from older directors."""
+    return str(job.get("id") or f"{job.get('round')}@{job.get('arena')}")
+
+
+def _fresh_job(played: set[str], told: str | None) -> Callable[[Msg], bool]:
+    return lambda m: _fresh(m.payload, played, told)
+
+
+def _fresh(payload: bytes, played: set[str], told: str | None) -> bool:
+    try:
+        job = json.loads(payload)
+    except ValueError:
+        return False
+    if not isinstance(job, dict):
+        return False
+    if job.get("done"):
+        return True
+    if "waiting" in job:
+        return str(job["waiting"]) != told
+    return isinstance(job.get("round"), int) and isinstance(job.get("arena"), str) and _key(job) not in played

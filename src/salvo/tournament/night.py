@@ -1,0 +1,83 @@
+"""A night: who plays, the arenas' admission rule, and running the director
+with its referee until the tournament is over or stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from salvo.errors import Code, Illegal
+from salvo.tournament.errors import TournamentError
+from salvo.tournament.scoring import Row
+
+if TYPE_CHECKING:
+    from salvo.protocol import Arena
+    from salvo.referee import Referee
+    from salvo.teams import Registry
+    from salvo.tournament.director import Director
+
+
+def entrants(registry: Registry, source: Path) -> list[str]:
+    """The registered teams, in name order; a tournament needs two."""
+    teams = sorted(registry.teams)
+    if len(teams) < 2:
+        raise TournamentError(f"a tournament needs at least two registered teams; {source} has {len(teams)}")
+    return teams
+
+
+def no_show_error(no_show_after: float, placement_timeout: float) -> str | None:
+    """Why a no-show deadline (0: none) cannot be used with this placement
+    timeout, or None."""
+    if no_show_after and no_show_after <= placement_timeout:
+        return f"must be longer than --placement-timeout ({placement_timeout:g}s): a slow placer is not a no-show"
+    return None
+
+
+def restrict_lobbies(arenas: list[Arena], registry: Registry) -> dict[str, set[str]]:
+    """Let into each arena only the teams scheduled there now, with their
+    registered secret. The roster returned (arena -> those teams) is the
+    director's to change; the arenas read it at every join."""
+    roster: dict[str, set[str]] = {arena.topics.prefix: set() for arena in arenas}
+    for arena in arenas:
+        p = arena.topics.prefix
+
+        def admit(name: str, secret: str, p: str = p) -> bool | None:
+            verified = registry.admit(name, secret)
+            if name not in roster[p]:
+                raise Illegal(
+                    Code.NOT_REGISTERED,
+                    f"{name!r} is not scheduled in arena {p!r} now; see /tournament/assignments/{name}",
+                )
+            return verified
+
+        arena.admit = admit
+    return roster
+
+
+def hold(
+    director: Director,
+    service: Referee,
+    *,
+    on_started: Callable[[], object] = lambda: None,
+    connect_timeout: float = 30.0,
+) -> list[Row] | None:
+    """Run the night with its referee until every game is played: the final
+    standings; None when it was stopped first (the same state file carries
+    on, and nothing was published that sends a team home)."""
+    director.adopt()  # before the referee reads the joins the broker kept for it
+    service.start()
+    if not service.wait_connected(connect_timeout):
+        service.stop()
+        director.close()
+        raise TournamentError(f"cannot reach the broker at {director.broker.url}")
+    on_started()
+    rows: list[Row] | None = None
+    try:
+        rows = director.run()
+    except KeyboardInterrupt:
+        director.stop.set()
+    finally:
+        director.close()
+        service.stop()
+    return rows
