@@ -1,0 +1,229 @@
+"""The console's web application (Starlette): the page, the login, the
+live status as server-sent events, the controls and the exports.
+
+Only ``/`` and ``/login`` answer without a session; everything else is a 401
+(JSON). A state-changing request needs the session cookie (HttpOnly,
+SameSite=Strict, Secure over TLS) *and* the session's CSRF token in the
+``X-CSRF-Token`` header, which only the console page itself can read; a POST
+whose ``Origin`` is another site is refused outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from salvo.console.auth import LoginLimiter, Password, Session, Sessions
+from salvo.console.pages import Pages, security_headers
+from salvo.console.validate import parse_control
+from salvo.tournament.controls import ControlError, Controls
+
+log = logging.getLogger("salvo.console")
+
+COOKIE = "salvo_console"
+CSRF_HEADER = "x-csrf-token"
+POLL_S = 0.5  # how often a stream asks the director for its status
+HEARTBEAT_S = 15.0  # an SSE comment this often when nothing changes
+MAX_STREAMS = 32
+MAX_BODY = 16 * 1024
+BY = "console"  # who the audit says applied a control
+EXPORTS = {
+    "games.csv": "text/csv; charset=utf-8",
+    "teams.csv": "text/csv; charset=utf-8",
+    "tournament.json": "application/json",
+}
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _error(status: int, code: str, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"code": code, "reason": reason}, status, {**security_headers(), **(headers or {})})
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), default=str)
+
+
+class _State:
+    """What the handlers share."""
+
+    def __init__(self, controls: Controls, password: str, secure: bool, login_delay_s: float) -> None:
+        self.controls, self.secure, self.login_delay_s = controls, secure, login_delay_s
+        self.password = Password(password)
+        self.sessions = Sessions()
+        self.limiter = LoginLimiter()
+        self.pages = Pages()
+        self.stopping = threading.Event()  # set by Console.close(): streams end
+        self.streams = 0
+        self.poll_s = POLL_S
+        self.heartbeat_s = HEARTBEAT_S
+
+    def session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(COOKIE))
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
+def _foreign_origin(request: Request) -> bool:
+    """A browser names the page a POST comes from; it must be this site."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False
+    return origin != f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _logged_in(state: _State, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
+    async def guarded(request: Request) -> Response:
+        session = state.session(request)
+        if session is None:
+            return _error(401, "login-required", "log in to the console first")
+        return await handler(request, session)
+
+    return guarded
+
+
+def _csrf(state: _State, handler: Callable[[Request, Session], Awaitable[Response]]) -> Handler:
+    async def checked(request: Request, session: Session) -> Response:
+        if _foreign_origin(request) or not session.csrf_matches(request.headers.get(CSRF_HEADER)):
+            return _error(403, "csrf", "this request did not come from the console page; reload it")
+        return await handler(request, session)
+
+    return _logged_in(state, checked)
+
+
+def create_app(controls: Controls, password: str, *, secure: bool, login_delay_s: float = 0.5) -> Starlette:
+    """The console for ``controls``; ``secure``: it is served over TLS (the
+    cookie is then ``Secure``). ``login_delay_s``: how long a wrong password
+    waits for its answer. Raises ConsoleError for a weak password."""
+    state = _State(controls, password, secure, login_delay_s)
+
+    async def index(request: Request) -> Response:
+        session = state.session(request)
+        page = state.pages.console(session.csrf) if session else state.pages.login()
+        return HTMLResponse(page.body, headers=page.headers)
+
+    async def login(request: Request) -> Response:
+        client = _client(request)
+        if _foreign_origin(request):
+            return _error(403, "csrf", "log in from the console's own page")
+        wait = state.limiter.wait(client)
+        if wait > 0:
+            page = state.pages.login(f"Too many wrong passwords: try again in {int(wait) + 1} s.")
+            return HTMLResponse(page.body, 429, {**page.headers, "Retry-After": str(int(wait) + 1)})
+        body = await request.body()
+        form = parse_qs(body[:MAX_BODY].decode("utf-8", errors="replace"))
+        if not state.password.matches(form.get("password", [""])[0]):
+            state.limiter.failed(client)
+            log.warning("console: a wrong password from %s", client)
+            await asyncio.sleep(state.login_delay_s)
+            page = state.pages.login("Wrong password.")
+            return HTMLResponse(page.body, 401, page.headers)
+        session = state.sessions.open()
+        log.info("console: %s logged in", client)
+        response = RedirectResponse("/", 303, security_headers())
+        response.set_cookie(COOKIE, session.token, httponly=True, samesite="strict", secure=state.secure, path="/")
+        return response
+
+    async def logout(request: Request, session: Session) -> Response:
+        state.sessions.close(session.token)
+        response = JSONResponse({"ok": True}, headers=security_headers())
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict", secure=state.secure, path="/")
+        return response
+
+    async def status(request: Request, session: Session) -> Response:
+        return Response(_json(await run_in_threadpool(controls.status)), 200, security_headers(), "application/json")
+
+    async def events(request: Request, session: Session) -> Response:
+        if state.streams >= MAX_STREAMS:
+            return _error(503, "busy", "too many console pages are open")
+        headers = {**security_headers(), "X-Accel-Buffering": "no"}
+        return StreamingResponse(_stream(state, session), headers=headers, media_type="text/event-stream")
+
+    async def control(request: Request, session: Session) -> Response:
+        try:
+            body = json.loads((await request.body())[:MAX_BODY] or b"null")
+        except ValueError:
+            return _error(400, "bad-request", "the body is not JSON")
+        try:
+            action, args = parse_control(body)
+            entry = await run_in_threadpool(controls.apply, action, args, BY)
+        except ControlError as refused:
+            return JSONResponse(refused.as_json(), 400, security_headers())
+        log.info("console: %s %s", action, _json(args))
+        return Response(_json(entry), 200, security_headers(), "application/json")
+
+    async def export(request: Request, session: Session) -> Response:
+        name = request.path_params["name"]
+        if name not in EXPORTS:
+            return _error(404, "not-found", f"the exports are {', '.join(EXPORTS)}")
+        if name == "tournament.json":
+            body = json.dumps(await run_in_threadpool(controls.export_json), indent=2, default=str)
+        else:
+            body = await run_in_threadpool(controls.export_csv, name.removesuffix(".csv"))
+        headers = {**security_headers(), "Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(body, 200, headers, EXPORTS[name])
+
+    app = Starlette(
+        routes=[
+            Route("/", index, methods=["GET"]),
+            Route("/login", login, methods=["POST"]),
+            Route("/logout", _csrf(state, logout), methods=["POST"]),
+            Route("/api/status", _logged_in(state, status), methods=["GET"]),
+            Route("/api/events", _logged_in(state, events), methods=["GET"]),
+            Route("/api/control", _csrf(state, control), methods=["POST"]),
+            Route("/export/{name}", _logged_in(state, export), methods=["GET"]),
+        ]
+    )
+    app.state.console = state
+    return app
+
+
+def stop_streams(app: Starlette) -> None:
+    """End every open event stream (before the server stops)."""
+    state: _State = app.state.console
+    state.stopping.set()
+
+
+def _sse(event: str, data: str) -> bytes:
+    return f"event: {event}\ndata: {data}\n\n".encode()
+
+
+async def _stream(state: _State, session: Session) -> AsyncIterator[bytes]:
+    """The status whenever it changes (polled), a comment when nothing has
+    for a while; ``event: logout`` and the end when the session is gone."""
+    state.streams += 1
+    try:
+        yield b"retry: 2000\n\n"
+        last, quiet = "", 0.0
+        while not state.stopping.is_set():
+            if state.sessions.get(session.token) is None:
+                yield _sse("logout", "{}")
+                return
+            try:
+                now = _json(await run_in_threadpool(state.controls.status))
+            except Exception:  # the director's bug must not end the organiser's view
+                log.exception("console: the director's status failed")
+                now = last
+            if now != last:
+                yield _sse("status", now)
+                last, quiet = now, 0.0
+            elif quiet >= state.heartbeat_s:
+                yield b": keep-alive\n\n"
+                quiet = 0.0
+            await asyncio.sleep(state.poll_s)
+            quiet += state.poll_s
+    finally:
+        state.streams -= 1

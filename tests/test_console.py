@@ -1,0 +1,342 @@
+"""The organiser console without a browser: its Starlette application through
+starlette's TestClient (login, sessions, CSRF, controls, exports), and the
+Console server for real over HTTP and HTTPS (the live event stream, TLS and
+the Secure cookie, stopping)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from console_fake import FakeDirector
+from salvo import tls
+from salvo.console import Console, ConsoleError, create_app
+from salvo.console.app import COOKIE
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def fake() -> FakeDirector:
+    return FakeDirector()
+
+
+@pytest.fixture
+def client(fake: FakeDirector) -> Iterator[TestClient]:
+    with TestClient(create_app(fake, PASSWORD, secure=False, login_delay_s=0)) as c:
+        yield c
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
+    assert found, "the console page carries no CSRF token"
+    return found.group(1)
+
+
+def login(client: TestClient) -> str:
+    """Log in through the form; the CSRF token of the console page."""
+    r = client.post("/login", data={"password": PASSWORD}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    page = client.get("/")
+    assert page.status_code == 200
+    return csrf_of(page.text)
+
+
+def test_a_weak_password_is_refused_before_anything_listens(fake: FakeDirector) -> None:
+    for weak in ("", "1234567"):
+        with pytest.raises(ConsoleError, match="password"):
+            create_app(fake, weak, secure=False)
+        with pytest.raises(ConsoleError, match="password"):
+            Console(fake, "127.0.0.1", 0, weak)
+    create_app(fake, "12345678", secure=False)  # eight characters are enough
+
+
+def test_only_the_login_form_answers_without_a_session(client: TestClient, fake: FakeDirector) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and 'name="password"' in page.text
+    assert "csrf-token" not in page.text and "arenas" not in page.text
+    for method, path in [
+        ("GET", "/api/status"),
+        ("GET", "/api/events"),
+        ("GET", "/export/games.csv"),
+        ("GET", "/export/teams.csv"),
+        ("GET", "/export/tournament.json"),
+        ("POST", "/api/control"),
+        ("POST", "/logout"),
+    ]:
+        r = client.request(method, path, json={"action": "pause", "args": {}})
+        assert r.status_code == 401, (method, path)
+        assert r.json()["code"] == "login-required"
+    client.cookies.set(COOKIE, "forged")
+    assert client.get("/api/status").status_code == 401
+    assert fake.applied == []
+
+
+def test_a_wrong_password_is_refused_and_repeated_ones_are_held_off(fake: FakeDirector) -> None:
+    with TestClient(create_app(fake, PASSWORD, secure=False, login_delay_s=0.2)) as client:
+        started = time.monotonic()
+        r = client.post("/login", data={"password": "correct horse"}, follow_redirects=False)
+        assert time.monotonic() - started >= 0.2  # a wrong password waits for its answer
+        assert r.status_code == 401 and "Wrong password." in r.text and COOKIE not in r.headers.get("set-cookie", "")
+        for _ in range(4):
+            assert client.post("/login", data={"password": "guess"}).status_code == 401
+        # Five wrong in a minute: even the right one waits now.
+        r = client.post("/login", data={"password": PASSWORD}, follow_redirects=False)
+        assert r.status_code == 429 and "Too many wrong passwords" in r.text
+        assert 0 < int(r.headers["retry-after"]) <= 60
+        assert client.get("/api/status").status_code == 401
+
+
+def test_the_session_cookie_is_httponly_and_strict_and_the_page_locked_down(client: TestClient) -> None:
+    r = client.post("/login", data={"password": PASSWORD}, follow_redirects=False)
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Secure" not in cookie  # plain HTTP here; see the TLS test
+    page = client.get("/")
+    nonce = re.search(r"<script nonce=\"([^\"]+)\">", page.text)
+    assert nonce and f"script-src 'nonce-{nonce.group(1)}'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY" and page.headers["cache-control"] == "no-store"
+    assert "<script src" not in page.text and "<link" not in page.text  # nothing from elsewhere
+    assert "pause-game" in page.text  # the actions' help, for the buttons
+    assert client.get("/").text != page.text  # a fresh nonce every time
+
+
+def test_a_control_needs_the_pages_csrf_token_as_well_as_the_cookie(client: TestClient, fake: FakeDirector) -> None:
+    csrf = login(client)
+    body = {"action": "pause-game", "args": {"arena": "arena1"}}
+    assert client.post("/api/control", json=body).json()["code"] == "csrf"  # the cookie alone
+    assert client.post("/api/control", json=body, headers={"X-CSRF-Token": "guess"}).status_code == 403
+    foreign = {"X-CSRF-Token": csrf, "Origin": "http://evil.example"}
+    assert client.post("/api/control", json=body, headers=foreign).status_code == 403
+    assert fake.applied == []
+    r = client.post("/api/control", json=body, headers={"X-CSRF-Token": csrf, "Origin": "http://testserver"})
+    assert r.status_code == 200
+    assert (
+        r.json()["action"] == "pause-game" and r.json()["args"] == {"arena": "arena1"} and r.json()["by"] == "console"
+    )
+    assert fake.applied == [("pause-game", {"arena": "arena1"}, "console")]
+    assert client.get("/api/status").json()["arenas"][0]["paused"] is True
+
+
+def test_a_refused_control_is_a_400_with_its_code_and_changes_nothing(client: TestClient, fake: FakeDirector) -> None:
+    headers = {"X-CSRF-Token": login(client)}
+
+    def control(body: Any) -> tuple[int, dict[str, Any]]:
+        r = client.post("/api/control", content=json.dumps(body), headers=headers)
+        return r.status_code, r.json()
+
+    before = fake.status()
+    assert control({"action": "resume", "args": {}}) == (
+        400,
+        {"code": "not-paused", "reason": "the tournament is not paused"},
+    )
+    assert control({"action": "pause-game", "args": {"arena": "arena4"}})[1]["code"] == "no-game"
+    assert control({"action": "launch", "args": {}})[1]["code"] == "unknown-action"
+    assert control({"action": "extra-time", "args": {"arena": "arena1"}}) == (
+        400,
+        {"code": "bad-args", "reason": "extra-time needs seconds"},
+    )
+    assert control({"action": "extra-time", "args": {"arena": "arena1", "seconds": "60"}})[1]["code"] == "bad-args"
+    assert control({"action": "void-game", "args": {"game": True}})[1]["code"] == "bad-args"
+    assert control({"action": "pause", "args": {"force": 1}})[1]["code"] == "bad-args"
+    assert control(["pause"])[1]["code"] == "bad-request"
+    r = client.post("/api/control", content=b"{not json", headers=headers)
+    assert r.status_code == 400 and r.json()["code"] == "bad-request"
+    assert fake.applied == [] and fake.status() == before
+    # A reason may be left out (the director decides); an override names a winner.
+    assert control({"action": "override", "args": {"game": 2, "winner": "fortran", "reason": "miscount"}})[0] == 200
+    assert fake.status()["games"][2]["winner"] == "fortran"
+
+
+def test_the_exports_download_what_the_director_exports(client: TestClient, fake: FakeDirector) -> None:
+    login(client)
+    games = client.get("/export/games.csv")
+    assert games.status_code == 200 and games.headers["content-type"] == "text/csv; charset=utf-8"
+    assert games.headers["content-disposition"] == 'attachment; filename="games.csv"'
+    assert games.text == fake.export_csv("games") and games.text.startswith("game,round,arena,")
+    teams = client.get("/export/teams.csv")
+    assert teams.headers["content-type"] == "text/csv; charset=utf-8" and teams.text == fake.export_csv("teams")
+    assert "rank,team,played" in teams.text
+    whole = client.get("/export/tournament.json")
+    assert whole.headers["content-type"] == "application/json"
+    assert whole.headers["content-disposition"] == 'attachment; filename="tournament.json"'
+    assert whole.json() == fake.export_json()
+    assert client.get("/export/passwd").status_code == 404
+
+
+def test_logging_out_ends_the_session(client: TestClient) -> None:
+    csrf = login(client)
+    assert client.post("/logout").status_code == 403  # logging someone out needs the page too
+    r = client.post("/logout", headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 200 and f'{COOKIE}=""' in r.headers["set-cookie"]
+    assert client.get("/api/status").status_code == 401
+    assert 'name="password"' in client.get("/").text
+
+
+# -- the server, for real ------------------------------------------------
+
+
+class Browserless:
+    """An HTTP(S) client that keeps the console's cookie, like a browser would."""
+
+    def __init__(self, console: Console, context: ssl.SSLContext | None = None) -> None:
+        self.console, self.context = console, context
+        self.cookie = ""
+
+    def connect(self, timeout: float = 10) -> http.client.HTTPConnection:
+        if self.context is not None:
+            return http.client.HTTPSConnection("localhost", self.console.port, timeout=timeout, context=self.context)
+        return http.client.HTTPConnection("127.0.0.1", self.console.port, timeout=timeout)
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> http.client.HTTPResponse:
+        conn = self.connect()
+        conn.request(method, path, body, {"Cookie": self.cookie, **(headers or {})})
+        return conn.getresponse()
+
+    def login(self) -> tuple[str, str]:
+        """(the Set-Cookie header, the CSRF token)"""
+        r = self.request(
+            "POST", "/login", b"password=correct+horse+battery", {"Content-Type": "application/x-www-form-urlencoded"}
+        )
+        assert r.status == 303, r.read()
+        set_cookie = r.headers["Set-Cookie"]
+        self.cookie = set_cookie.split(";", 1)[0]
+        return set_cookie, csrf_of(self.request("GET", "/").read().decode())
+
+
+class Events:
+    """The console's event stream, one event at a time."""
+
+    def __init__(self, resp: http.client.HTTPResponse) -> None:
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
+        self.resp = resp
+
+    def next(self) -> tuple[str, Any]:
+        kind, data = "message", ""
+        while True:
+            line = self.resp.readline()
+            if not line:
+                raise EOFError("the stream ended")
+            text = line.decode().rstrip("\n")
+            if not text and data:
+                return kind, json.loads(data)
+            if text.startswith("event: "):
+                kind = text.removeprefix("event: ")
+            elif text.startswith("data: "):
+                data = text.removeprefix("data: ")
+
+    def until(self, check: Any, limit: int = 50) -> tuple[str, Any]:
+        for _ in range(limit):
+            event = self.next()
+            if check(event):
+                return event
+        raise AssertionError(f"no matching event in {limit}")
+
+
+@pytest.fixture
+def console(fake: FakeDirector) -> Iterator[Console]:
+    c = Console(fake, "127.0.0.1", 0, PASSWORD).start()
+    yield c
+    c.close()
+
+
+def test_the_page_is_live_the_status_is_pushed_when_it_changes(console: Console, fake: FakeDirector) -> None:
+    assert console.url == f"http://127.0.0.1:{console.port}/"
+    user = Browserless(console)
+    _, csrf = user.login()
+    events = Events(user.request("GET", "/api/events"))
+    kind, first = events.next()
+    assert kind == "status" and first == fake.status()
+    r = user.request(
+        "POST",
+        "/api/control",
+        json.dumps({"action": "pause", "args": {}}).encode(),
+        {"Content-Type": "application/json", "X-CSRF-Token": csrf},
+    )
+    assert r.status == 200, r.read()
+    kind, now = events.until(lambda e: e[0] == "status")
+    assert now["tournament"]["paused"] is True and now["audit"][-1]["action"] == "pause"
+    # Logging out (in another tab) ends the stream.
+    user.request("POST", "/logout", b"{}", {"X-CSRF-Token": csrf}).read()
+    assert events.until(lambda e: e[0] == "logout") == ("logout", {})
+    assert user.request("GET", "/api/events").status == 401
+
+
+def test_close_ends_open_streams_and_stops_within_two_seconds(fake: FakeDirector) -> None:
+    console = Console(fake, "127.0.0.1", 0, PASSWORD).start()
+    user = Browserless(console)
+    user.login()
+    events = Events(user.request("GET", "/api/events"))
+    events.next()
+    started = time.monotonic()
+    console.close()
+    assert time.monotonic() - started < 2
+    with pytest.raises((EOFError, OSError)):
+        events.until(lambda e: False, limit=1000)  # the stream ends
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", console.port), timeout=2).close()
+
+
+def test_a_busy_port_is_a_clear_error(fake: FakeDirector) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(ConsoleError, match=f"cannot listen on 127.0.0.1:{port}"):
+            Console(fake, "127.0.0.1", port, PASSWORD).start()
+
+
+def test_over_tls_the_console_answers_https_and_its_cookie_is_secure(tmp_path: Path, fake: FakeDirector) -> None:
+    issued = tls.issue(tmp_path / "tls")
+    with pytest.raises(ConsoleError, match="both a certificate and its key"):
+        Console(fake, "127.0.0.1", 0, PASSWORD, certfile=issued.server_cert)
+    (tmp_path / "broken.key").write_text("not a key")
+    with pytest.raises(ConsoleError, match="certificate or key"):
+        Console(fake, "127.0.0.1", 0, PASSWORD, issued.server_cert, tmp_path / "broken.key")
+    with Console(fake, "127.0.0.1", 0, PASSWORD, issued.server_cert, issued.server_key) as console:
+        assert console.url == f"https://127.0.0.1:{console.port}/"
+        context = ssl.create_default_context(cafile=str(issued.ca_cert))  # verifies the certificate and the name
+        user = Browserless(console, context)
+        set_cookie, csrf = user.login()
+        assert "Secure" in set_cookie and "HttpOnly" in set_cookie and "SameSite=strict" in set_cookie
+        status = user.request("GET", "/api/status")
+        assert status.status == 200 and json.loads(status.read()) == fake.status()
+        assert csrf
+        # Plain HTTP on the TLS port gets no page.
+        plain = Browserless(console)
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            plain.request("GET", "/").read()
+
+
+def test_status_is_read_off_the_event_loop(fake: FakeDirector) -> None:
+    """A director slow to answer holds up one request, not the server."""
+    release = threading.Event()
+    slow = FakeDirector()
+    original = slow.status
+
+    def status() -> dict[str, Any]:
+        release.wait(5)
+        return original()
+
+    slow.status = status  # type: ignore[method-assign]
+    with Console(slow, "127.0.0.1", 0, PASSWORD) as console:
+        user = Browserless(console)
+        user.login()
+        stuck = user.connect()
+        stuck.request("GET", "/api/status", headers={"Cookie": user.cookie})
+        try:
+            assert 'name="password"' not in user.request("GET", "/").read().decode()  # answered meanwhile
+        finally:
+            release.set()
+        assert stuck.getresponse().status == 200
