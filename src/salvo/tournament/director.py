@@ -81,6 +81,9 @@ class Director:
         self._requests: queue.Queue[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = queue.Queue()
         self._next_registry_check = 0.0
         self.spool = Spool(state_path)
+        #: arena -> the teams of its finished game, busy until the arena is back in its lobby
+        #: (they are still listed there: a team is never listed in two arenas)
+        self._finishing: dict[str, set[str]] = {}
         filters = [TournamentTopics.assignments(), TournamentTopics.marker]
         for a in arenas:
             t = Topics(a)
@@ -203,7 +206,8 @@ class Director:
     # -- assigning ----------------------------------------------------------------------
 
     def busy_teams(self) -> set[str]:
-        return {t for lv in self.state.live.values() for t in self.state.fixtures[lv.fixture].teams}
+        live = {t for lv in self.state.live.values() for t in self.state.fixtures[lv.fixture].teams}
+        return live.union(*self._finishing.values())
 
     def _assign(self) -> None:
         if self.state.draw():
@@ -237,6 +241,8 @@ class Director:
     # -- following a game --------------------------------------------------------------
 
     def _step(self, arena: str) -> None:
+        if arena in self._finishing and self.value(Topics(arena).state) != b"over":
+            del self._finishing[arena]
         live = self.state.live.get(arena)
         if live is None:
             return
@@ -312,6 +318,8 @@ class Director:
         if arena is not None:
             self.state.live.pop(arena, None)
             self.roster[arena] = set()
+            if self.value(Topics(arena).state) == b"over":
+                self._finishing[arena] = set(result.players)
         self.save()
         rows = self.publish_standings()
         self.publish_schedule()

@@ -1,0 +1,163 @@
+"""The director stopped the way `docker compose stop/restart` stops it
+(SIGTERM) in the middle of a game, and started again: no team is sent home,
+every pair plays exactly once, nothing is forfeited, no team is ever in two
+arenas at once."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from salvo.bots import make_strategy
+from salvo.client import GameRecord
+from salvo.mqtt import Broker
+from salvo.teams import add_team
+from salvo.tournament import follow
+from salvo.watch import Msg, Recorder
+
+from conftest import BrokerFactory
+
+
+def director_cmd(url: str, tmp_path: Path, registry: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "salvo",
+        "tournament",
+        "run",
+        "--console",
+        "off",
+        "--broker",
+        url,
+        "--teams",
+        str(registry),
+        "--arenas",
+        "2",
+        "--state",
+        str(tmp_path / "tournament.json"),
+        "--referee-state",
+        str(tmp_path / "referee.db"),
+        "--key-file",
+        str(tmp_path / "referee.key"),
+        "--placement-timeout",
+        "5",
+        "--turn-timeout",
+        "5",
+        "--reset-after",
+        "0.5",
+        "--no-show-after",
+        "60",
+        "--log-level",
+        "info",
+        *extra,
+    ]
+
+
+def overlaps(messages: list[Msg]) -> list[str]:
+    """Every moment a team was listed in two arenas' lobbies or games at once."""
+    listed: dict[str, set[str]] = {}
+    found = []
+    for m in messages:
+        arena = m.topic.split("/")[1]
+        names = set(json.loads(m.payload)) if m.payload else set()
+        listed[arena] = names
+        for team in names:
+            where = [a for a, n in listed.items() if team in n]
+            if len(where) > 1:
+                found.append(f"{team} in {where}")
+    return found
+
+
+def test_round_robin_survives_sigterm_mid_game(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    names = ["ann", "bob", "cat", "dan", "eve"]  # odd: a bye each round, rounds overlap
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    cards = {n: add_team(registry, mosq.passwd, n) for n in names}
+    mosq.start()
+    try:
+        records: dict[str, list[GameRecord]] = {n: [] for n in names}
+        returned: dict[str, int] = {}
+        errors: dict[str, str] = {}
+
+        def team(name: str) -> None:
+            card = cards[name]
+            broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, card.mqtt_password)
+            try:
+                returned[name] = follow(
+                    broker, name, card.secret, lambda: make_strategy("random", name), on_game=records[name].append
+                )
+            except Exception as exc:
+                errors[name] = repr(exc)
+
+        watch = Recorder(
+            Broker.from_url(mosq.url("referee")),
+            ["/tournament/standings", "/tournament/assignments/+", "/+/game/state", "/+/players/list"],
+        )
+        bots = [threading.Thread(target=team, args=(n,), daemon=True) for n in names]
+        for b in bots:
+            b.start()
+        cmd = director_cmd(mosq.url("referee"), tmp_path, registry)
+        first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            mark = watch.wait(
+                lambda m: m.topic == "/tournament/standings" and json.loads(m.payload)["games_played"] >= 1,
+                timeout=120,
+            )
+            watch.wait(
+                lambda m: m.topic.endswith("/game/state") and m.payload == b"turn",
+                after=watch.messages.index(mark),
+                timeout=60,
+            )
+            first.send_signal(signal.SIGTERM)  # what docker compose stop sends
+            out, err = first.communicate(timeout=20)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        assert first.returncode == 0, err[-3000:]
+        assert "paused" in err and out == ""
+        before = json.loads((tmp_path / "tournament.json").read_text())
+        assert before["live"], "the stop came with no game in progress"
+        assert all(b.is_alive() for b in bots), "a team went home on the stop"
+        told = [m for m in watch.messages if m.topic.startswith("/tournament/assignments/") and m.payload]
+        assert not any(json.loads(m.payload).get("done") for m in told)
+
+        log = tmp_path / "second.log"
+        with log.open("w") as second_err:
+            second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=second_err, text=True)
+            try:
+                out = second.communicate(timeout=240)[0]
+            finally:
+                if second.poll() is None:
+                    second.kill()
+        assert second.returncode == 0, log.read_text()[-4000:]
+        assert "carries on in arena" in log.read_text() or "ended in" in log.read_text()
+        for b in bots:
+            b.join(60)
+        assert errors == {}, errors
+        assert returned == dict.fromkeys(names, 4)  # each came back for every game, then was told done
+
+        state = json.loads((tmp_path / "tournament.json").read_text())
+        results = state["results"]
+        assert sorted(tuple(sorted(r["players"])) for r in results) == sorted(itertools.combinations(names, 2))
+        assert all(r["status"] == "played" and not r["forfeited"] and r["stats"] for r in results)
+        assert results[: len(before["results"])] == before["results"]
+        assert overlaps([m for m in watch.messages if m.topic.endswith("/players/list")]) == []
+        for name in names:
+            assert len(records[name]) == 4
+        watch.close()
+    finally:
+        mosq.stop()
+
+
+def test_overlaps_sees_a_team_listed_in_two_arenas() -> None:
+    def listed(arena: str, names: list[str]) -> Msg:
+        return Msg(f"/{arena}/players/list", json.dumps(names).encode(), True, 0.0)
+
+    clean = [listed("a1", ["x", "y"]), listed("a1", []), listed("a2", ["x", "z"])]
+    assert overlaps(clean) == []
+    assert overlaps([listed("a1", ["x", "y"]), listed("a2", ["x"])]) == ["x in ['a1', 'a2']"]
