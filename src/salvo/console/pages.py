@@ -21,7 +21,7 @@ def _static(name: str) -> str:
 
 def security_headers(nonce: str | None = None) -> dict[str, str]:
     """For every response: no framing (a control is a click), no sniffing,
-    no referrer, no caching of the tournament's state."""
+    no referrer to other sites, no caching of the tournament's state."""
     inline = f"'nonce-{nonce}'" if nonce else "'none'"
     policy = (
         f"default-src 'none'; script-src {inline}; style-src {inline}; connect-src 'self'; "
@@ -31,7 +31,7 @@ def security_headers(nonce: str | None = None) -> dict[str, str]:
         "Content-Security-Policy": policy,
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
+        "Referrer-Policy": "same-origin",  # "no-referrer" makes Chromium send Origin: null
         "Cache-Control": "no-store",
     }
 

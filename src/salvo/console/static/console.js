@@ -50,7 +50,7 @@
       h("thead", {}, h("tr", {}, head.map(([t, c]) => h("th", { class: c || null }, t)))),
       h("tbody", {}, rows)));
   }
-  function fill(id, ...kids) { $(id).replaceChildren(...kids.flat()); }
+  function fill(id, ...kids) { $(id).replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined)); }
 
   function renderHeader(t) {
     if (!t) { fill("tournament", h("span", { class: "muted" }, "No tournament running.")); fill("pause-all"); return; }
@@ -112,7 +112,7 @@
       swiss ? h("td", { class: "num" }, r.buchholz) : null,
       h("td", { class: "num" }, `${r.hits} / ${r.shots}`), h("td", { class: "num" }, pct(r.accuracy)),
       h("td", { class: "actions" }, r.withdrawn ? h("span", { class: "badge withdrawn" }, "Withdrawn")
-        : control("Withdraw…", "withdraw", { team: r.team }, { cls: "small danger", ask: "reason" }))))),
+        : control("Withdraw…", "withdraw", { team: r.team }, { cls: "small quiet", ask: "reason" })))),
     "No teams yet."));
   }
 
@@ -128,7 +128,7 @@
       h("td", { class: "num" }, g.turns ?? "–"),
       h("td", { class: "num" }, g.duration_s === null || g.duration_s === undefined ? "–" : `${Math.round(g.duration_s)} s`),
       h("td", { class: "actions" }, RESULT.has(g.status) ? [
-        control("Void…", "void-game", { game: g.game }, { cls: "small danger", ask: "reason" }),
+        control("Void…", "void-game", { game: g.game }, { cls: "small quiet", ask: "reason" }),
         control("Override…", "override", { game: g.game }, { cls: "small", ask: "override" }),
       ] : null)));
     fill("games", table(head, rows, "No game played yet."));
