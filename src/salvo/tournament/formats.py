@@ -102,14 +102,24 @@ def pick_bye(order: list[str], byes: list[str]) -> str:
     return min(reversed(order), key=byes.count)
 
 
+#: steps of the pairing search per number of rematches allowed: exhaustive for
+#: a night's fields (tests/test_tournament_formats.py, up to 10 teams, well
+#: under it); it bounds the time a draw can take for a field of hundreds.
+SEARCH_BUDGET = 200_000
+
+
 def swiss_pairs(order: list[str], met: Counter[frozenset[str]]) -> list[tuple[str, str]]:
     """Pair ``order`` (an even count, best first) with the fewest rematches,
     preferring partners close in the order. Exhaustive with pruning: returns
     the first pairing found with the least rematches, trying zero first."""
     best: list[tuple[str, str]] | None = None
+    budget = 0
 
     def search(rest: list[str], allowed: int, acc: list[tuple[str, str]]) -> bool:
-        nonlocal best
+        nonlocal best, budget
+        budget -= 1
+        if budget < 0:
+            return False  # a big field with no such pairing: settle for one more rematch
         if not rest:
             best = list(acc)
             return True
@@ -125,6 +135,7 @@ def swiss_pairs(order: list[str], met: Counter[frozenset[str]]) -> list[tuple[st
         return False
 
     for allowed in range(len(order) // 2 + 1):
+        budget = SEARCH_BUDGET
         if search(order, allowed, []):
             break
     assert best is not None
