@@ -110,10 +110,15 @@ class LeaseSeen:
 
 
 @dataclass(frozen=True, slots=True)
-class CloseLobby:
-    reason: str
-    #: True when the lobby was closed, False when a game had started
-    closed: Future[bool]
+class Control:
+    """An organiser's action on the arena's game from another thread (close
+    the lobby, pause, resume, extra time, abort): applied on the loop's
+    thread between batches, journaled and published like any event."""
+
+    action: Callable[[Arena, float], list[Effect]]
+    #: True when it changed the game (it was journaled), False when it had
+    #: nothing to do or was refused (a lobby closed once a game started)
+    done: Future[bool]
 
 
 class Dispatcher(abc.ABC):
@@ -225,11 +230,11 @@ class Dispatcher(abc.ABC):
             # for the first time, the presence the sweep ends with says "up".)
             if item.was_up and self.is_up:
                 self._outbox.append(Publish(self.arena.topics.server, "up", True))
-        elif isinstance(item, CloseLobby):
-            effects = self.arena.close_lobby(item.reason, now)
+        elif isinstance(item, Control):
+            effects = item.action(self.arena, now)
             self._execute(effects)
             self._flush()
-            item.closed.set_result(any(isinstance(e, Record) for e in effects))
+            item.done.set_result(any(isinstance(e, Record) for e in effects))
         elif isinstance(item, Connected):
             self._sweep_after_connect(item.session_present)
 

@@ -17,6 +17,8 @@ Rules this module enforces (spec sections 5-7):
   TURN          salvo ends, <= 1 player left       OVER
   OVER          Tick past reset deadline           LOBBY: a new game, a new id
   LOBBY         CloseLobby (the organiser)         players sent away, LOBBY empty
+  not LOBBY     Abandon(tell) (the organiser)      players told game_aborted, LOBBY
+  any           Pause / Resume (the organiser)     the clock holds / runs again
   any           Burn (an authentic, rejected       its nonce is spent for the game
                 signature)
   any           anything else                      Rejected, state untouched
@@ -42,6 +44,11 @@ Rules this module enforces (spec sections 5-7):
   player whose last ship went down can still be targeted.
 * A player who lets ``max_missed_turns`` turns in a row time out without a
   shot is dropped (defeated, reason ``timeout``).
+
+A paused game (:class:`Pause`) keeps no deadline: the one running keeps
+the seconds it had left (``paused``), as does every deadline set meanwhile,
+and :class:`Resume` arms it again from its own ``now``. Messages are applied
+as usual while paused; only timeouts wait.
 
 Timers are state, not effects: :meth:`Game.next_deadline` says when the
 engine next wants a :class:`Tick`, so a resumed engine needs no re-arming.
@@ -74,44 +81,31 @@ from salvo.events import (
     Extend,
     Fire,
     Join,
+    Pause,
+    Paused,
     Phase,
     Place,
     PlayerState,
     Rejected,
     Result,
+    Resume,
     Termination,
     Tick,
+    places,
+    termination,
 )
 from salvo.payloads import FALSE, TRUE, Publish, Retained, hit, message
 from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, placement_error
 from salvo.topics import Topics
 
 # The vocabulary lives in salvo.events and salvo.payloads; importing it from here goes on working.
+# fmt: off
 __all__ = [
-    "BURN_CAP",
-    "FALSE",
-    "PLACEMENTS_CAP",
-    "TRUE",
-    "Abandon",
-    "Accepted",
-    "Burn",
-    "CloseLobby",
-    "Config",
-    "Configure",
-    "Event",
-    "Extend",
-    "Fire",
-    "Game",
-    "Join",
-    "Phase",
-    "Place",
-    "PlayerState",
-    "Publish",
-    "Rejected",
-    "Result",
-    "Termination",
-    "Tick",
+    "BURN_CAP", "FALSE", "PLACEMENTS_CAP", "TRUE", "Abandon", "Accepted", "Burn", "CloseLobby", "Config",
+    "Configure", "Event", "Extend", "Fire", "Game", "Join", "Phase", "Place", "PlayerState", "Publish", "Rejected",
+    "Result", "Termination", "Tick",
 ]
+# fmt: on
 
 #: Spent nonces a player can leave in one game with rejected signatures.
 #: Beyond this the referee stops remembering them (a flood of authentic but
@@ -177,6 +171,8 @@ class Game:
         self.salvo_hits = 0
         self.sank = False
         self.deadline: float | None = None
+        #: the organiser's stopped clock (a new game starts with it running)
+        self.paused: Paused | None = None
         self.started_at: float | None = None
         self.winner: str | None = None
 
@@ -229,9 +225,11 @@ class Game:
             elif isinstance(event, CloseLobby):
                 note = self._close_lobby(event, out)
             elif isinstance(event, Abandon):
-                old = self.game_no
-                self._reset(out)
-                note = f"game {old} abandoned ({event.reason}); game {self.game_no} opens"
+                note = self._abandon(event, out)
+            elif isinstance(event, Pause):
+                note = self._pause(event, out)
+            elif isinstance(event, Resume):
+                note = self._resume(event, out)
             elif isinstance(event, Configure):
                 self.config = event.config
                 note = f"settings now {event.config}"
@@ -243,9 +241,18 @@ class Game:
 
     # -- output ---------------------------------------------------------------------
 
-    def _set_deadline(self, out: list[Publish], phase: str, at: float) -> None:
-        self.deadline = at
-        self.retained.put(out, self.topics.deadline, payloads.deadline(phase, at))
+    def _set_deadline(self, out: list[Publish], phase: str, at: float, now: float) -> None:
+        paused = self.paused
+        if paused is None:
+            self.deadline = at
+            self.retained.put(out, self.topics.deadline, payloads.deadline(phase, at))
+            return
+        # The clock is stopped: the new deadline keeps its whole length.
+        self.paused = Paused(paused.reason, max(0.0, at - now), at)
+        self.retained.put(out, self.topics.deadline, payloads.paused_deadline(phase, at, self.paused.left))
+
+    def _deadline_phase(self) -> str:
+        return {Phase.LOBBY: "placement", Phase.TURN: "turn", Phase.OVER: "reset"}[self.phase]
 
     def _retain_players(self, out: list[Publish], names: list[str]) -> None:
         t = self.topics
@@ -278,7 +285,7 @@ class Game:
         self._retain_players(out, list(self.players))
         for ship in SHIP_IDS:
             self.retained.put(out, self.topics.approved(ev.name, ship), FALSE)
-        self._set_deadline(out, "placement", ev.now + self.config.placement_timeout)
+        self._set_deadline(out, "placement", ev.now + self.config.placement_timeout, ev.now)
         return f"{ev.name} joined ({len(self.players)} in lobby)"
 
     def _close_lobby(self, ev: CloseLobby, out: list[Publish]) -> str:
@@ -350,7 +357,7 @@ class Game:
         # after another full placement period (a stale deadline would never
         # fire); with nobody left in it, it waits for the next join.
         if self.players:
-            self._set_deadline(out, "placement", now + self.config.placement_timeout)
+            self._set_deadline(out, "placement", now + self.config.placement_timeout, now)
         else:
             self.deadline = None
             self.retained.put(out, self.topics.deadline, "")
@@ -389,11 +396,39 @@ class Game:
         return f"{ev.player}'s rejected signature: nonce spent"
 
     def _extend(self, ev: Extend, out: list[Publish]) -> str:
-        if self.deadline is None or self.phase is Phase.OVER or ev.seconds <= 0:
+        paused, at, now = self.paused, self.deadline, ev.now
+        if paused is not None:  # more time left once the clock runs again
+            at, now = paused.at, paused.at - paused.left
+        if at is None or self.phase is Phase.OVER or ev.seconds <= 0:
             return "no running deadline to extend"
-        phase = "turn" if self.phase is Phase.TURN else "placement"
-        self._set_deadline(out, phase, self.deadline + ev.seconds)
-        return f"{phase} deadline extended by {ev.seconds:.3f} s"
+        self._set_deadline(out, phase := self._deadline_phase(), at + ev.seconds, now)
+        return f"{'paused ' if paused else ''}{phase} deadline extended by {ev.seconds:.3f} s"
+
+    def _pause(self, ev: Pause, out: list[Publish]) -> str:
+        at = self.deadline
+        if self.paused is not None or at is None:
+            return "already paused" if self.paused else "no running deadline to pause"
+        self.paused, self.deadline = Paused(ev.reason, 0.0, at), None
+        self._set_deadline(out, phase := self._deadline_phase(), at, ev.now)
+        return f"{phase} clock paused ({ev.reason}): {max(0.0, at - ev.now):.3f} s left"
+
+    def _resume(self, ev: Resume, out: list[Publish]) -> str:
+        paused, self.paused = self.paused, None
+        if paused is None:
+            return "not paused"
+        self._set_deadline(out, phase := self._deadline_phase(), ev.now + paused.left, ev.now)
+        return f"{phase} clock runs again: {paused.left:.3f} s left"
+
+    def _abandon(self, ev: Abandon, out: list[Publish]) -> str:
+        old, names = self.game_no, list(self.players)
+        if ev.tell:  # the organiser's abort: the game's players hear why
+            if self.phase is Phase.OVER:
+                raise Illegal(Code.GAME_IN_PROGRESS, "the game is over: its result stands")
+            for name in names:
+                report = error_report(self.topics.state, f"game aborted: {ev.reason}", Code.GAME_ABORTED)
+                out.append(message(self.topics.player_error(name), report))
+        self._reset(out)
+        return f"game {old} abandoned ({ev.reason}); told {names if ev.tell else 'nobody'}; game {self.game_no} opens"
 
     def _start(self, now: float, out: list[Publish]) -> None:
         self.order = list(self.ready)
@@ -418,9 +453,12 @@ class Game:
         self.allowed = allowed = player.afloat
         self.fired = self.salvo_hits = 0
         self.sank = False
-        self.deadline = at = now + self.config.turn_timeout
         t = self.topics
-        self.retained.put(out, t.deadline, payloads.deadline("turn", at))
+        if self.paused is None:
+            self.deadline = at = now + self.config.turn_timeout
+            self.retained.put(out, t.deadline, payloads.deadline("turn", at))
+        else:
+            self._set_deadline(out, "turn", now + self.config.turn_timeout, now)
         self.retained.put(out, t.turn, payloads.turn(turn, player.quoted, allowed))
         self.retained.put(out, t.current, name)
 
@@ -536,35 +574,18 @@ class Game:
         self.winner = winner
         self.current = None
         players = self.participants()
-        final = [p for p in players if p.defeated_in_turn == self.turn]
-        if winner is None:
-            termination = Termination.DRAW
-        elif all(p.reason == "timeout" for p in final):
-            termination = Termination.FORFEIT
-        else:
-            termination = Termination.VICTORY
-        stats = payloads.stats_summary(
-            winner,
-            self.turn,
-            sum(p.shots for p in players),
-            sum(p.hits for p in players),
-            now - (self.started_at or now),
-            termination.value,
-        )
+        duration = now - (self.started_at or now)
+        shots, hits = sum(p.shots for p in players), sum(p.hits for p in players)
+        how = termination(players, winner, self.turn).value
         self.retained.put(out, t.winner, winner or "")
-        self.retained.put(out, t.stats_summary, stats)
-
-        def lasted(q: PlayerState) -> float:
-            return float("inf") if q.defeated_in_turn is None else q.defeated_in_turn
-
-        for p in players:
-            place = 1 + sum(lasted(q) > lasted(p) for q in players)
+        self.retained.put(out, t.stats_summary, payloads.stats_summary(winner, self.turn, shots, hits, duration, how))
+        for p, place in zip(players, places(players), strict=True):
             mine = payloads.player_stats(
                 place, p.shots, p.hits, p.ships_sunk, len(p.sunk), p.defeated_in_turn, p.reason
             )
             self.retained.put(out, t.stats_player(p.name), mine)
         self.retained.put(out, t.current, "")
-        self._set_deadline(out, "reset", now + self.config.reset_after)
+        self._set_deadline(out, "reset", now + self.config.reset_after, now)
         self.retained.put(out, t.state, Phase.OVER.value)
 
     def _reset(self, out: list[Publish]) -> None:

@@ -58,6 +58,7 @@ class Code(enum.StrEnum):
     # told by the referee on its own
     LEFT_OUT = "left_out"  # fleet incomplete at the placement deadline: removed
     LOBBY_CLOSED = "lobby_closed"  # the organiser sent the lobby away
+    GAME_ABORTED = "game_aborted"  # the organiser ended the game without a result
 
 
 class Rejection(Exception):

@@ -132,13 +132,43 @@ class CloseLobby(NamedTuple):
 class Abandon(NamedTuple):
     """The organiser starts a new game over the one the journal holds, in
     any phase (``salvo referee --fresh``: the broker shows another game, the
-    teams never saw this one). Its retained topics are cleared; nobody is told."""
+    teams never saw this one), or ends the game in progress without a result
+    (``Referee.abort_game``: ``tell``, each of its players is told why on
+    their error topic, ``game_aborted``). Its retained topics are cleared."""
+
+    reason: str
+    now: float
+    tell: bool = False
+
+
+class Pause(NamedTuple):
+    """The organiser stops the clock: the running deadline (placement, turn
+    or reset) is held with the time it had left, and every deadline the game
+    sets meanwhile (the next turn's, a join's) waits too. Messages are
+    applied as usual; no timeout fires until :class:`Resume`."""
 
     reason: str
     now: float
 
 
-Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn | Extend | Abandon
+class Resume(NamedTuple):
+    """The clock runs again: the deadline is ``now`` + the time it had left."""
+
+    now: float
+    by: str = ""
+
+
+class Paused(NamedTuple):
+    """A stopped clock: why, the seconds its deadline has left, and that
+    deadline as it stood when the clock stopped (what ``/game/deadline``
+    keeps showing as ``at``)."""
+
+    reason: str
+    left: float
+    at: float
+
+
+Event = Join | Place | Fire | Tick | Configure | CloseLobby | Burn | Extend | Abandon | Pause | Resume
 
 
 # -- results --------------------------------------------------------------------
@@ -214,3 +244,22 @@ class PlayerState:
     @property
     def defeated(self) -> bool:
         return self.defeated_in_turn is not None
+
+
+def termination(participants: list[PlayerState], winner: str | None, turn: int) -> Termination:
+    """How a game that ended in ``turn`` ended: a draw with nobody left, a
+    forfeit when whoever went down last was dropped for missed turns."""
+    if winner is None:
+        return Termination.DRAW
+    final = [p for p in participants if p.defeated_in_turn == turn]
+    return Termination.FORFEIT if all(p.reason == "timeout" for p in final) else Termination.VICTORY
+
+
+def places(participants: list[PlayerState]) -> list[int]:
+    """Each participant's place: 1 + those who lasted longer (players
+    defeated in the same turn share a place; the winner lasted longest)."""
+
+    def lasted(q: PlayerState) -> float:
+        return float("inf") if q.defeated_in_turn is None else q.defeated_in_turn
+
+    return [1 + sum(lasted(q) > lasted(p) for q in participants) for p in participants]

@@ -14,7 +14,21 @@ from dataclasses import asdict
 from typing import Any
 
 from salvo.codec import dumps
-from salvo.events import Abandon, Burn, CloseLobby, Config, Configure, Event, Extend, Fire, Join, Place, Tick
+from salvo.events import (
+    Abandon,
+    Burn,
+    CloseLobby,
+    Config,
+    Configure,
+    Event,
+    Extend,
+    Fire,
+    Join,
+    Pause,
+    Place,
+    Resume,
+    Tick,
+)
 from salvo.rules import Orientation, Placement
 
 # -- events as JSON ---------------------------------------------------------------------
@@ -64,7 +78,12 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
     if isinstance(ev, CloseLobby):
         return {"type": "close_lobby", "reason": ev.reason, "now": ev.now}
     if isinstance(ev, Abandon):
-        return {"type": "abandon", "reason": ev.reason, "now": ev.now}
+        told = {"tell": True} if ev.tell else {}  # (rows from before the organiser's abort have none)
+        return {"type": "abandon", "reason": ev.reason, "now": ev.now, **told}
+    if isinstance(ev, Pause):
+        return {"type": "pause", "reason": ev.reason, "now": ev.now}
+    if isinstance(ev, Resume):
+        return {"type": "resume", "by": ev.by, "now": ev.now}
     return {"type": "configure", "config": asdict(ev.config), "now": ev.now}
 
 
@@ -103,7 +122,11 @@ def event_from_json(d: dict[str, Any]) -> Event:
     if kind == "close_lobby":
         return CloseLobby(d["reason"], d["now"])
     if kind == "abandon":
-        return Abandon(d["reason"], d["now"])
+        return Abandon(d["reason"], d["now"], d.get("tell", False))
+    if kind == "pause":
+        return Pause(d["reason"], d["now"])
+    if kind == "resume":
+        return Resume(d["now"], d.get("by", ""))
     if kind == "configure":
         return Configure(Config(**d["config"]), d["now"])
     raise ValueError(f"unknown event type {kind!r}")

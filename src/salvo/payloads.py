@@ -105,6 +105,12 @@ def deadline(phase: str, at: float) -> str:
     return f'{{"phase":"{phase}","at":{at:.3f}}}'
 
 
+def paused_deadline(phase: str, at: float, left: float) -> str:
+    """``/game/deadline`` while the organiser holds the clock: ``at`` as it
+    stood when the clock stopped, ``paused`` and the seconds ``left``."""
+    return f'{{"phase":"{phase}","at":{at:.3f},"paused":true,"left":{left:.3f}}}'
+
+
 def turn(number: int, player_json: str, shots: int) -> str:
     """``/game/turn`` (:class:`~salvo.wire.TurnInfo`); the player as a JSON string (:func:`quote`)."""
     n = _NUMBERS[number] if number < _SMALL else number

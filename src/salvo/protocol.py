@@ -69,6 +69,7 @@ from salvo.engine import (
     Tick,
 )
 from salvo.errors import Code, Illegal, Malformed, Rejection
+from salvo.events import Pause, Resume
 from salvo.topics import NAME_RE, Inbound, Route, name_error
 
 #: Keys derived recently, kept so a repeated join (a restart, a resend) is free.
@@ -242,6 +243,38 @@ class Arena:
         result = game.handle(ev)
         assert isinstance(result, Accepted)  # an abandon is never refused
         return [Record(ev, game_no), *result.effects, Log(True, result.summary)]
+
+    # -- the organiser's controls of the game (each journaled when it changed anything) --
+
+    def pause(self, reason: str, now: float) -> list[Effect]:
+        """Stop the clock (engine.Pause); nothing without a running deadline."""
+        return self._control(Pause(reason, now))
+
+    def resume(self, now: float) -> list[Effect]:
+        """Start the clock again with the time it had left (engine.Resume)."""
+        return self._control(Resume(now, "organiser"))
+
+    def add_time(self, seconds: float, now: float) -> list[Effect]:
+        """The organiser's extra time on the running (or paused) deadline."""
+        return self._control(Extend(seconds, now))
+
+    def abort(self, reason: str, now: float) -> list[Effect]:
+        """End the game in progress without a result; its players are told
+        why (``game_aborted``) and an empty lobby opens. Not an empty lobby
+        (nothing to abort) nor a game over (its result stands)."""
+        if self.game.phase is Phase.LOBBY and not self.game.players:
+            return [Log(True, "abort: nothing to abort (an empty lobby)")]
+        return self._control(Abandon(reason, now, tell=True))
+
+    def _control(self, ev: Pause | Resume | Extend | Abandon) -> list[Effect]:
+        game_no = self.game.game_no
+        result = self.game.handle(ev)
+        what = type(ev).__name__.lower()
+        if isinstance(result, Rejected):
+            return [Log(True, f"organiser's {what} refused: {result.error.reason}")]
+        if not result.effects:
+            return [Log(True, f"organiser's {what}: {result.summary}")]
+        return [Record(ev, game_no), *result.effects, Log(True, f"organiser's {what}: {result.summary}")]
 
     def on_message(self, topic: str, payload: bytes, now: float) -> list[Effect]:
         route = self.topics.parse_inbound(topic)

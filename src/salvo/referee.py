@@ -50,9 +50,9 @@ from salvo.pacing import (
     emit,
 )
 from salvo.protocol import Arena
-from salvo.resume import make_arenas
+from salvo.resume import Heartbeat, make_arenas
 from salvo.runner import ArenaRunner
-from salvo.store import StoreFailure
+from salvo.store import Store, StoreFailure
 from salvo.teams import Registry
 
 __all__ = [
@@ -84,6 +84,10 @@ INTACT_EVERY_S: Final = 1.0
 #: returns regardless, and an arena still connected when the process ends
 #: has the broker's last will say 'down'. A signal ends the process in 2 s.
 STOP_WAIT_S: Final = 1.2
+#: The default resume window (``salvo referee --resume-window``): a referee
+#: away longer starts on a clean MQTT session, and what was queued for it
+#: while it was away is dropped (docs/reliability.md, "Stale traffic").
+RESUME_WINDOW_S: Final = 120
 #: File descriptors an arena needs (two sockets), and the referee besides.
 _FDS_PER_ARENA: Final = 2
 _FDS_SPARE: Final = 256
@@ -100,9 +104,13 @@ class Referee:
         client_id: str = "salvo-referee",
         journal: Journal | None = None,
         workers: int | None = None,
-        session_expiry_s: int = 3600,
+        session_expiry_s: int = RESUME_WINDOW_S,
         registry: Registry | None = None,
     ) -> None:
+        """``session_expiry_s`` is the resume window: the MQTT 5 session
+        expiry, and how long the referee may have been away (its state
+        file's heartbeat says) for what the broker queued meanwhile to be
+        applied; away longer, every arena starts on a clean session."""
         if registry is not None:
             for arena in arenas:
                 # An arena with its own rule (a tournament's roster) keeps it:
@@ -113,6 +121,10 @@ class Referee:
         # core is as fast as more, and bounds that memory (6 workers: 400 MB).
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="argon2")
         self.journal = journal
+        #: When this referee (with this state file) was last alive: read now,
+        #: before this run beats it.
+        self.heartbeat = Heartbeat.beside(journal.path) if isinstance(journal, Store) else None
+        discard = self.heartbeat is not None and self.heartbeat.stale(time.time(), session_expiry_s)
         self._fatal: Fatal | None = None
         self.loop = Loop(on_error=self._loop_failed)
         self.runners = [
@@ -123,6 +135,7 @@ class Referee:
                 pool=self.pool,
                 journal=journal,
                 session_expiry_s=session_expiry_s,
+                discard_session=discard,
                 registry=registry,
                 loop=self.loop,
                 on_stopped=self._arena_stopped,
@@ -141,6 +154,7 @@ class Referee:
                 runner.begin()
             if self.journal is not None:
                 self.loop.call_later(INTACT_EVERY_S, self._check_intact)
+            self._beat()
             self.loop.run()
         finally:
             for runner in self.runners:  # stopped, whatever they were doing
@@ -153,6 +167,11 @@ class Referee:
         assert self.journal is not None
         self.loop.call_later(INTACT_EVERY_S, self._check_intact)
         self.journal.check_intact()
+        self._beat()
+
+    def _beat(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
 
     def _loop_failed(self, exc: Exception) -> None:
         """What an arena's own error isolation passed on: the journal cannot
@@ -176,10 +195,40 @@ class Referee:
         end = time.monotonic() + timeout
         return all(r.connected.wait(max(0.0, end - time.monotonic())) for r in self.runners)
 
+    # -- the organiser's controls of one arena's game, from any thread ------------------
+    # Each is applied on the loop's thread between batches, journaled and
+    # published like any event; True when it changed the game, False when it
+    # had nothing to do, was refused, or got no answer (see ArenaRunner.control).
+
     def close_lobby(self, prefix: str, reason: str) -> bool:
         """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
-        runner = next(r for r in self.runners if r.arena.topics.prefix == prefix)
-        return runner.close_lobby(reason)
+        return self._runner(prefix).close_lobby(reason)
+
+    def pause_game(self, prefix: str, reason: str) -> bool:
+        """Stop the running deadline (placement, turn or reset) of arena
+        ``prefix``; teams see ``/game/deadline`` with ``"paused": true``.
+        Messages are still applied; no timeout fires until resume_game."""
+        return self._runner(prefix).control(lambda arena, now: arena.pause(reason, now))
+
+    def resume_game(self, prefix: str) -> bool:
+        """Start the clock again with the time it had left when paused."""
+        return self._runner(prefix).control(lambda arena, now: arena.resume(now))
+
+    def extend(self, prefix: str, seconds: float) -> bool:
+        """``seconds`` more on the running (or paused) deadline."""
+        return self._runner(prefix).control(lambda arena, now: arena.add_time(seconds, now))
+
+    def abort_game(self, prefix: str, reason: str) -> bool:
+        """End the game in progress without a result: its players are told
+        why (``game_aborted``) and the arena opens an empty lobby. False for
+        an empty lobby and for a game over (its result stands)."""
+        return self._runner(prefix).control(lambda arena, now: arena.abort(reason, now))
+
+    def _runner(self, prefix: str) -> ArenaRunner:
+        runner = next((r for r in self.runners if r.arena.topics.prefix == prefix), None)
+        if runner is None:
+            raise KeyError(f"this referee runs no arena {prefix!r}")
+        return runner
 
     def stop(self) -> None:
         """Every arena says 'down' and disconnects; back within STOP_WAIT_S."""

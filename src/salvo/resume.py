@@ -4,10 +4,12 @@ new one starts with a seed and an id key of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from nacl.public import PrivateKey
 
@@ -17,6 +19,49 @@ from salvo.store import Store
 from salvo.topics import Topics
 
 log = logging.getLogger("salvo.referee")
+
+
+class Heartbeat:
+    """When a referee was last alive with its state file: the modification
+    time of ``<state>-alive``, touched every second while it runs. Read at
+    start-up, it says how long the referee was away, so that a session the
+    broker kept longer than the resume window (MQTT 3.1.1 has no expiry) is
+    not resumed. No file (a new state file, a restored backup, a referee of
+    an older version): away for an unknown time, which counts as too long."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @staticmethod
+    def beside(state: Path) -> Heartbeat:
+        return Heartbeat(Path(f"{state}-alive"))
+
+    def away(self, now: float) -> float | None:
+        """Seconds since the last beat; None when there never was one."""
+        try:
+            return max(0.0, now - self.path.stat().st_mtime)
+        except OSError:
+            return None
+
+    def stale(self, now: float, window: float) -> bool:
+        """Was the referee away longer than ``window`` (or for how long, unknown)?"""
+        away = self.away(now)
+        if away is None or away > window:
+            seen = "never (no heartbeat)" if away is None else f"{away:.0f} s ago"
+            log.warning(
+                "the referee was last alive %s, beyond its resume window of %g s: it starts on a clean MQTT session;"
+                " what the broker queued for it meanwhile is dropped",
+                seen,
+                window,
+            )
+            return True
+        return False
+
+    def beat(self) -> None:
+        """Alive now. A failure (a full disk) is the journal's to report."""
+        with contextlib.suppress(OSError):
+            self.path.touch(mode=0o600)
+            os.utime(self.path)
 
 
 def make_arenas(

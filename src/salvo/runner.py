@@ -31,8 +31,8 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from salvo.connection import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
 from salvo.dispatch import (
-    CloseLobby,
     Connected,
+    Control,
     Dispatcher,
     Fatal,
     Journal,
@@ -44,7 +44,7 @@ from salvo.dispatch import (
 from salvo.loop import Handle, Loop
 from salvo.mqtt import Broker, Client, connect_async, new_client
 from salvo.presence import Farewell, Sweep
-from salvo.protocol import Arena
+from salvo.protocol import Arena, Effect
 from salvo.store import StoreFailure
 from salvo.teams import Registry
 
@@ -103,7 +103,8 @@ class ArenaRunner(Dispatcher):
         client_id: str,
         pool: Executor,
         journal: Journal | None = None,
-        session_expiry_s: int = 3600,
+        session_expiry_s: int = 120,
+        discard_session: bool = False,
         clock: Callable[[], float] = time.time,
         registry: Registry | None = None,
         loop: Loop | None = None,
@@ -113,6 +114,10 @@ class ArenaRunner(Dispatcher):
         super().__init__(arena, pool=pool, journal=journal, clock=clock, registry=registry, loop=loop)
         self._broker = broker
         self._expiry = session_expiry_s
+        #: The session the broker kept is stale (the referee was away longer
+        #: than its resume window): the first connection starts a clean one,
+        #: so nothing queued for the old one is applied (see _discarded).
+        self._discarding = discard_session
         self._on_stopped = on_stopped
         # The inbox, only touched on the loop's thread: control items and
         # QoS >= 1 messages first, in order, then QoS 0 messages, so a QoS 0
@@ -198,6 +203,8 @@ class ArenaRunner(Dispatcher):
             if not self._ever_connected and rc.value in REFUSED:
                 self._halt(Fatal(Stop.BROKER_REFUSED, f"broker refused the connection: {rc}"))
             return
+        if self._discarding and not self._discarded(bool(flags.session_present)):
+            return
         self._sub.up()
         self._ever_connected = True
         self._judge(self._takeovers.reconnected(_CONNECTION, self.client.endpoint), self._pub)
@@ -212,6 +219,26 @@ class ArenaRunner(Dispatcher):
         else:
             client.subscribe([(f, 1) for f in filters])
         self._high.append(Connected(bool(flags.session_present)))
+
+    def _discarded(self, session_present: bool) -> bool:
+        """A stale session is being discarded: True once this connection is on
+        a new persistent session (MQTT 5: the clean start of the first
+        connection did it). On MQTT 3.1.1 a clean session lives only while
+        connected, so the clean connection is closed at once and the next
+        one starts a persistent session; a session that was resumed all the
+        same (a step down from 5 to 3.1.1 asks for the old one) is closed,
+        and a clean one asked for again. Nothing is subscribed or read
+        before."""
+        client = self.client
+        if not session_present and (client.mqtt5 or not client._clean_session):
+            self._discarding = False
+            # The closes below were ours, not another client's taking over.
+            self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(self._broker.endpoints) > 1)
+            log.info("[%s] started a new session: what the broker kept for the old one is dropped", self.name)
+            return True
+        _ask_clean(client, clean=session_present)
+        client.disconnect()
+        return False
 
     def _on_out_connect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
@@ -285,10 +312,18 @@ class ArenaRunner(Dispatcher):
     def close_lobby(self, reason: str, timeout: float = 10.0) -> bool:
         """From any thread: send everybody in this arena's lobby away. True
         when it was closed, False when a game had started (or no answer)."""
-        item = CloseLobby(reason, Future())
+        return self.control(lambda arena, now: arena.close_lobby(reason, now), timeout)
+
+    def control(self, action: Callable[[Arena, float], list[Effect]], timeout: float = 10.0) -> bool:
+        """From any thread: apply an organiser's action (one of the Arena's
+        controls) on the loop's thread, journaled and published like any
+        event. True when it changed the game; False when it had nothing to
+        do, was refused, or got no answer within ``timeout`` (the arena not
+        up, or stopping)."""
+        item = Control(action, Future())
         self.loop.call_soon_threadsafe(self._enqueue, item)
         try:
-            return item.closed.result(timeout)
+            return item.done.result(timeout)
         except TimeoutError:
             return False
 
@@ -314,6 +349,8 @@ class ArenaRunner(Dispatcher):
         self._begun = True
         connect_async(self.out, self._broker)
         connect_async(self.client, self._broker, session_expiry_s=self._expiry)
+        if self._discarding:
+            _ask_clean(self.client, clean=True)
         for link in self._links:
             link.start()
         self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
@@ -546,3 +583,12 @@ class ArenaRunner(Dispatcher):
         if handle is not None:
             handle.cancel()
             setattr(self, name, None)
+
+
+def _ask_clean(client: Client, *, clean: bool) -> None:
+    """The next connection starts a clean session (or, ``clean`` False on
+    MQTT 3.1.1, a persistent one again). paho has no public setter for these
+    once connect_async ran (salvo.mqtt sets the same fields)."""
+    client._clean_start = paho.MQTT_CLEAN_START_FIRST_ONLY if clean else False
+    client._mqttv5_first_connect = clean
+    client._clean_session = clean

@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -180,11 +181,15 @@ def parse_unbound_fire(value: Any) -> UnboundFireData:
 
 
 class Deadline(BaseModel):
-    """``/game/deadline``: when the current phase times out (unix seconds)."""
+    """``/game/deadline``: when the current phase times out (unix seconds).
+    (salvo extension) ``paused``: the organiser stopped the clock; ``at`` is
+    the deadline as it stood then, ``left`` the seconds it keeps."""
 
     model_config = _OUT
     phase: Literal["placement", "turn", "reset"]
     at: float = Field(strict=False)
+    paused: StrictBool | None = None
+    left: float | None = Field(default=None, strict=False)
 
 
 class TurnInfo(BaseModel):

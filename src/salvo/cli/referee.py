@@ -98,6 +98,16 @@ from salvo.cli.common import (
     " (an emptied, replaced or deleted state file): a new game replaces it. Without it the referee refuses (exit 4).",
 )
 @click.option(
+    "--resume-window",
+    type=click.IntRange(min=1),
+    default=120,
+    show_default=True,
+    envvar="SALVO_RESUME_WINDOW",
+    help="Seconds the referee may be away (stopped, crashed, cut off) and still take what teams sent meanwhile:"
+    " its MQTT session expiry. Away longer, it starts on a clean session and the broker drops that backlog"
+    " (docs/reliability.md).",
+)
+@click.option(
     "--allow-unbound-fire",
     is_flag=True,
     help="UNSAFE: also take v1 fire data {x, y} that names no target or game; such a signature can be"
@@ -123,6 +133,7 @@ def referee(
     teams: Path | None,
     sealed_joins_only: bool,
     fresh: bool,
+    resume_window: int,
     allow_unbound_fire: bool,
     log_level: str,
 ) -> None:
@@ -162,6 +173,7 @@ def referee(
             target,
             client_id=bootstrap.client_id(client_id, "salvo-referee", key),
             journal=store,
+            session_expiry_s=resume_window,
             registry=registry,
         )
         bootstrap.run_until(service, _stop_on_signals())
