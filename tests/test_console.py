@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,10 @@ from console_fake import FakeDirector
 from salvo import tls
 from salvo.console import Console, ConsoleError, create_app
 from salvo.console.app import COOKIE
+from salvo.teams import add_team
+
+from conftest import BrokerFactory
+from mqttkit import wait_until
 
 PASSWORD = "correct horse battery"
 
@@ -187,10 +196,17 @@ def test_logging_out_ends_the_session(client: TestClient) -> None:
 # -- the server, for real ------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _At:
+    """A console in another process: only its port is known."""
+
+    port: int
+
+
 class Browserless:
     """An HTTP(S) client that keeps the console's cookie, like a browser would."""
 
-    def __init__(self, console: Console, context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, console: Console | _At, context: ssl.SSLContext | None = None) -> None:
         self.console, self.context = console, context
         self.cookie = ""
 
@@ -340,3 +356,75 @@ def test_status_is_read_off_the_event_loop(fake: FakeDirector) -> None:
         finally:
             release.set()
         assert stuck.getresponse().status == 200
+
+
+# -- with the real director ----------------------------------------------------
+
+
+def test_the_console_of_a_real_tournament_run(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """`salvo tournament run --console`: the director's own status, a control
+    applied by its loop, one it refuses, its exports, and the console gone
+    with it."""
+    names = ["ada", "bletchley", "colossus", "dijkstra"]
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    for n in names:
+        add_team(registry, mosq.passwd, n)
+    mosq.start()
+    cmd = [
+        *(sys.executable, "-m", "salvo", "tournament", "run", "--console", "127.0.0.1:0"),
+        *("--broker", mosq.url("referee"), "--teams", str(registry), "--arenas", "2"),
+        *("--state", str(tmp_path / "tournament.json"), "--referee-state", str(tmp_path / "referee.db")),
+        *("--key-file", str(tmp_path / "referee.key"), "--log-level", "info"),
+    ]
+    env = {**os.environ, "SALVO_CONSOLE_PASSWORD": PASSWORD}
+    director = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    stderr = director.stderr
+    assert stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("organiser console: " in line for line in lines), 30, "the console's address")
+        url = next(line for line in lines if "organiser console: " in line).split(": ", 1)[1].strip()
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        user = Browserless(_At(port))
+        _, csrf = user.login()
+
+        def status() -> dict[str, Any]:
+            return dict(json.loads(user.request("GET", "/api/status").read()))
+
+        wait_until(lambda: all(a["teams"] for a in status()["arenas"]), 30, "both arenas assigned")
+        now = status()
+        assert now["tournament"]["format"] == "round-robin" and now["tournament"]["games_total"] == 6
+        assert sorted(r["team"] for r in now["standings"]) == names
+        assert [a["arena"] for a in now["arenas"]] == ["arena1", "arena2"]
+
+        def control(action: str, **args: Any) -> tuple[int, dict[str, Any]]:
+            body = json.dumps({"action": action, "args": args}).encode()
+            r = user.request("POST", "/api/control", body, {"Content-Type": "application/json", "X-CSRF-Token": csrf})
+            return r.status, json.loads(r.read())
+
+        code, entry = control("pause")
+        assert code == 200 and entry["action"] == "pause" and entry["by"] == "console", entry
+        assert status()["tournament"]["paused"] is True
+        assert status()["audit"][-1]["action"] == "pause"
+        code, refused = control("pause")  # the director's own refusal, with its code
+        assert code == 400 and refused["code"] and refused["reason"], refused
+        code, refused = control("void-game", game=99, reason="no such game")
+        assert code == 400 and refused["code"], refused
+        games = user.request("GET", "/export/games.csv")
+        assert games.status == 200 and games.headers["Content-Type"] == "text/csv; charset=utf-8"
+        assert games.read().decode().startswith("game,round,arena,")
+        whole = json.loads(user.request("GET", "/export/tournament.json").read())
+        assert whole["format"] == "round-robin" and whole["audit"][-1]["action"] == "pause"
+    finally:
+        director.send_signal(signal.SIGTERM)
+        try:
+            director.wait(30)
+        finally:
+            director.kill()
+            reader.join(5)
+    assert director.returncode == 0, "".join(lines[-40:])
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
