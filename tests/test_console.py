@@ -219,7 +219,10 @@ class Browserless:
         self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
     ) -> http.client.HTTPResponse:
         conn = self.connect()
-        conn.request(method, path, body, {"Cookie": self.cookie, **(headers or {})})
+        # As a browser does on a POST: the page's own origin (checked by the console).
+        origin = f"https://localhost:{self.console.port}" if self.context else f"http://127.0.0.1:{self.console.port}"
+        sent = {"Cookie": self.cookie, **({"Origin": origin} if method == "POST" else {}), **(headers or {})}
+        conn.request(method, path, body, sent)
         return conn.getresponse()
 
     def login(self) -> tuple[str, str]:
@@ -324,6 +327,9 @@ def test_over_tls_the_console_answers_https_and_its_cookie_is_secure(tmp_path: P
         assert console.url == f"https://127.0.0.1:{console.port}/"
         context = ssl.create_default_context(cafile=str(issued.ca_cert))  # verifies the certificate and the name
         user = Browserless(console, context)
+        form = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://localhost:{console.port}"}
+        downgraded = user.request("POST", "/login", b"password=correct+horse+battery", form)
+        assert downgraded.status == 403  # a page served over plain HTTP is another origin
         set_cookie, csrf = user.login()
         assert "Secure" in set_cookie and "HttpOnly" in set_cookie and "SameSite=strict" in set_cookie
         status = user.request("GET", "/api/status")
