@@ -72,6 +72,7 @@ CODES: Final = frozenset(
         "too_many",
         "left_out",
         "lobby_closed",
+        "game_aborted",
     }
 )
 
