@@ -133,7 +133,11 @@ def test_why_a_referee_stopped_is_a_failure_class(fatal: Fatal, failure: type[Fa
             ExitCode.FAILED,
             "no team",
         ),
-        (["tournament", "run", "--console", "off", "--teams", "{tmp}/nothing.json"], ExitCode.LOCAL_FILE, "no team registry at"),
+        (
+            ["tournament", "run", "--console", "off", "--teams", "{tmp}/nothing.json"],
+            ExitCode.LOCAL_FILE,
+            "no team registry at",
+        ),
         (["tls", "--dir", "{tmp}/tls", "--host", "not a host!"], ExitCode.FAILED, "neither a DNS name"),
         (["journal", "replay", "-"], ExitCode.FAILED, "not an exported game"),
     ],

@@ -321,6 +321,12 @@ class Director:
             if self.value(Topics(arena).state) == b"over":
                 self._finishing[arena] = set(result.players)
         self.save()
+        if result.status != "played":
+            # Called off (no-show, abort, withdrawal): a team that has not come
+            # yet must not go and join a game that is not there any more.
+            for team in result.players:
+                if team not in self.state.withdrawn and team not in self.busy_teams():
+                    self.tell(team, "")
         rows = self.publish_standings()
         self.publish_schedule()
         log.info(
