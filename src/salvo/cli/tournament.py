@@ -29,7 +29,24 @@ _STATE: dict[str, Any] = {
 state_option = click.option("--state", **_STATE)
 
 
-@click.group()
+class _WithControls(click.Group):
+    """The controls' commands made from salvo.tournament.controls.ACTIONS
+    when asked for (importing the CLI imports no domain module)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from salvo.tournament.controls import ACTIONS
+
+        return sorted([*super().list_commands(ctx), *ACTIONS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from salvo.tournament.controls import ACTIONS
+
+        if cmd_name in ACTIONS:
+            return _control_command(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_WithControls)
 def tournament() -> None:
     """A tournament night: `run` the director; `status`, controls and
     `export` from another terminal (they talk to the running director through
@@ -350,13 +367,3 @@ def _control_command(name: str) -> click.Command:
         click.Option(["--wait"], type=float, default=15.0, show_default=True, help="Seconds to wait for the answer."),
     ]
     return click.Command(name, callback=callback, params=params, help=action.help)
-
-
-def _register_controls() -> None:
-    from salvo.tournament.controls import ACTIONS
-
-    for name in ACTIONS:
-        tournament.add_command(_control_command(name))
-
-
-_register_controls()
