@@ -4,6 +4,7 @@ referee with --teams admits only registered teams with their secret."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def test_acl_follows_the_password_file(tmp_path: Path) -> None:
     assert missing.exit_code != 0 and "no password file" in missing.output
 
 
-def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path) -> None:
+def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
     made = runner.invoke(main, ["tls", "--dir", str(tmp_path / "tls"), "--host", "night.local"])
     assert made.exit_code == 0, made.output
@@ -129,10 +130,38 @@ def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path) -> None:
     assert card["broker"].strip() == "mqtts://night.local:8883"
     assert card["CA file"].strip().startswith("ca.crt")
     assert card["CA SHA-256"].strip() == fingerprint
-    assert "salvo bot --broker mqtts://night.local:8883 --ca-file ca.crt --username ada" in card["try it"]
+    # The line to try: the tournament's (it goes wherever the director
+    # assigns), then free play in an arena the referee runs. A team runs it
+    # where it keeps the ca.crt it was handed.
+    monkeypatch.chdir(tmp_path / "tls")
+    env, args = _bot_line(card["try it"])
+    assert " ".join(args) == "bot --tournament --broker mqtts://night.local:8883 --ca-file ca.crt --name ada"
+    password = card["MQTT password"].strip()
+    assert env == {"SALVO_PASSWORD": password, "SALVO_SECRET": card["game secret"].strip()}
+    env, args = _bot_line(card["free play"])
+    assert args[:3] == ["bot", "--prefix", "arena1"] and "--name" in args
     # A plain URL: no CA on the card, and a warning for the organiser.
     plain = runner.invoke(main, ["teams", "add", "bo", *files, "--broker-url", "mqtt://night.local:1883"])
     assert plain.exit_code == 0 and "CA file" not in plain.output and "plain text" in plain.output
+    # Arenas named in the ACL: the free-play line uses the first of them.
+    named = runner.invoke(main, ["teams", "acl", "--passwd", str(tmp_path / "passwd"), "--arenas", "finals,semis"])
+    assert named.exit_code == 0, named.output
+    added = runner.invoke(main, ["teams", "add", "cy", *files, "--broker-url", "mqtts://night.local:8883"])
+    free_play = next(line for line in added.output.splitlines() if line.startswith("free play:"))
+    assert _bot_line(free_play.split(":", 1)[1])[1][:3] == ["bot", "--prefix", "finals"]
+
+
+def _bot_line(line: str) -> tuple[dict[str, str], list[str]]:
+    """A card's ``salvo bot`` line: its environment (the secrets: never on the
+    command line, which ``ps`` shows) and its arguments, which the real
+    ``salvo bot`` takes."""
+    words = shlex.split(line)
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    args = [w for w in words if w not in {f"{k}={v}" for k, v in env.items()}]
+    assert args[0] == "salvo" and "--password" not in args and "--secret" not in args, line
+    bot = main.commands["bot"]
+    bot.make_context("bot", args[2:], obj=None, default_map={"secret": "s"})  # parses: every option exists
+    return env, args[1:]
 
 
 def test_team_added_to_a_running_broker_plays_after_sighup(new_broker: BrokerFactory, tmp_path: Path) -> None:

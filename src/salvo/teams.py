@@ -31,6 +31,7 @@ import hmac
 import json
 import os
 import secrets
+import shlex
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -344,17 +345,17 @@ class Card:
     #: the CA file's name as handed out (None: the system's CAs, or no TLS)
     ca_file: str | None = None
     ca_fingerprint: str | None = None
+    #: the arena of the card's free-play line (a referee with --arenas has no unprefixed one)
+    arena: str = "arena1"
 
     def text(self) -> str:
         tls = ""
-        ca_option = ""
         if self.ca_file:
             tls = (
                 f"CA file:       {self.ca_file} (from the organisers: it verifies the broker)\n"
                 f"CA SHA-256:    {self.ca_fingerprint}\n"
                 f"               (check: openssl x509 -noout -fingerprint -sha256 -in {self.ca_file})\n"
             )
-            ca_option = f" --ca-file {self.ca_file}"
         return (
             f"team:          {self.name}\n"
             f"broker:        {self.broker}\n"
@@ -362,8 +363,18 @@ class Card:
             f"MQTT username: {self.name}\n"
             f"MQTT password: {self.mqtt_password}\n"
             f"game secret:   {self.secret}\n"
-            f"try it:        salvo bot --broker {self.broker}{ca_option} --username {self.name} "
-            f"--password {self.mqtt_password} --name {self.name} --secret {self.secret}\n"
+            f"try it:        {self._bot_line('--tournament')}\n"
+            f"               (at the tournament: plays wherever /tournament/assignments/{self.name} says)\n"
+            f"free play:     {self._bot_line(f'--prefix {shlex.quote(self.arena)}')}\n"
+        )
+
+    def _bot_line(self, where: str) -> str:
+        """``salvo bot`` as this team, the two secrets in its environment
+        (not on its command line, which ``ps`` shows to everybody)."""
+        ca_option = f" --ca-file {shlex.quote(self.ca_file)}" if self.ca_file else ""
+        return (
+            f"SALVO_PASSWORD={shlex.quote(self.mqtt_password)} SALVO_SECRET={shlex.quote(self.secret)} "
+            f"salvo bot {where} --broker {shlex.quote(self.broker)}{ca_option} --name {self.name}"
         )
 
 
@@ -426,7 +437,8 @@ def add_team(
     entries[name] = mosquitto_hash(mqtt_password)
     reg.save(teams)
     _write_broker_files(passwd, entries, acl)
-    return Card(name, mqtt_password, secret, broker, ca_name, fingerprint)
+    arena = next(iter(acl_arenas(acl or default_acl_path(passwd)) or []), "arena1")
+    return Card(name, mqtt_password, secret, broker, ca_name, fingerprint, arena)
 
 
 def remove_team(registry: Path, passwd: Path, name: str, *, acl: Path | None = None) -> None:
