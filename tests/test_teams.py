@@ -135,7 +135,9 @@ def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path, monkeypatch: pytest
     # where it keeps the ca.crt it was handed.
     monkeypatch.chdir(tmp_path / "tls")
     env, args = _bot_line(card["try it"])
-    assert " ".join(args) == "bot --tournament --broker mqtts://night.local:8883 --ca-file ca.crt --name ada"
+    assert " ".join(args) == (
+        "bot --tournament --broker mqtts://night.local:8883 --ca-file ca.crt --username ada --name ada"
+    )
     password = card["MQTT password"].strip()
     assert env == {"SALVO_PASSWORD": password, "SALVO_SECRET": card["game secret"].strip()}
     env, args = _bot_line(card["free play"])

@@ -374,7 +374,8 @@ class Card:
         ca_option = f" --ca-file {shlex.quote(self.ca_file)}" if self.ca_file else ""
         return (
             f"SALVO_PASSWORD={shlex.quote(self.mqtt_password)} SALVO_SECRET={shlex.quote(self.secret)} "
-            f"salvo bot {where} --broker {shlex.quote(self.broker)}{ca_option} --name {self.name}"
+            f"salvo bot {where} --broker {shlex.quote(self.broker)}{ca_option}"
+            f" --username {self.name} --name {self.name}"
         )
 
 
