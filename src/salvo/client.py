@@ -100,6 +100,11 @@ class LobbyClosed(SalvoError):
     whose opponent never came); no game was played."""
 
 
+class GameAborted(LobbyClosed):
+    """The organiser ended the game in progress without a result
+    (``game_aborted``); a tournament plays it again later."""
+
+
 @dataclass(frozen=True)
 class TurnToPlay:
     turn: int
@@ -504,6 +509,8 @@ class SalvoClient:
         finished = -1  # the game number of the last game played
         while games is None or len(records) < games:
             self.wait_until(functools.partial(self._next_game, finished), None)
+            with self._cond:
+                game_no = self.view.game
             if self.view.state == "lobby":
                 try:
                     self.join()
@@ -522,6 +529,10 @@ class SalvoClient:
                     snapshot = copy.deepcopy(self.view)
                 self.fire_salvo(strategy.choose(snapshot, turn.shots))
             if self.view.state == "lobby":
+                with self._cond:
+                    aborted = game_no in self.view.aborted
+                if aborted:
+                    raise GameAborted("the organisers aborted the game")
                 continue  # left out at the deadline, or the game was reset
             record = self.wait_game_over()
             records.append(record)

@@ -28,6 +28,7 @@ The modules: :mod:`salvo.loop` (the generic loop), :mod:`salvo.connection`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -49,7 +50,7 @@ from salvo.pacing import (
     RejectionLog,
     emit,
 )
-from salvo.protocol import Arena
+from salvo.protocol import Arena, Effect
 from salvo.resume import Heartbeat, make_arenas
 from salvo.runner import ArenaRunner
 from salvo.store import Store, StoreFailure
@@ -223,6 +224,19 @@ class Referee:
         why (``game_aborted``) and the arena opens an empty lobby. False for
         an empty lobby and for a game over (its result stands)."""
         return self._runner(prefix).control(lambda arena, now: arena.abort(reason, now))
+
+    def seat(self, prefix: str, players: int) -> bool:
+        """Arena ``prefix``'s games from now on start with exactly ``players``
+        (a tournament table of that size: the game waits for all of them,
+        and takes nobody else). Journaled like a restart with new settings."""
+
+        def configure(arena: Arena, now: float) -> list[Effect]:
+            config = arena.game.config
+            if config.min_players == config.max_players == players:
+                return []
+            return arena.configure(dataclasses.replace(config, min_players=players, max_players=players), now)
+
+        return self._runner(prefix).control(configure)
 
     def _runner(self, prefix: str) -> ArenaRunner:
         runner = next((r for r in self.runners if r.arena.topics.prefix == prefix), None)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from salvo import wire
+from salvo.errors import Code
 from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, Orientation, Placement, cell
 from salvo.topics import Outbound, Published, Topics
 
@@ -84,6 +85,9 @@ class View:
     #: /game/server says "up"
     referee_up: bool = False
     game: int = 0  # counts resets seen, so waiters can tell games apart
+    #: the games (as counted by ``game``) the organisers aborted with this
+    #: team in them (game_aborted): kept across resets, the reset comes right after
+    aborted: list[int] = field(default_factory=list)
 
     # -- queries -------------------------------------------------------------
 
@@ -344,7 +348,9 @@ class Observer:
             return None
         if text == "lobby" and v.state in ("over", "turn"):
             # The new game's id comes just before its lobby: keep it.
-            fresh = View(v.me, pubkey=v.pubkey, game_id=v.game_id, referee_up=v.referee_up, game=v.game + 1)
+            fresh = View(
+                v.me, pubkey=v.pubkey, game_id=v.game_id, referee_up=v.referee_up, game=v.game + 1, aborted=v.aborted
+            )
             v.__dict__.update(fresh.__dict__)
         v.state = text
         return StateChanged(text)
@@ -429,6 +435,8 @@ class Observer:
             return None
         report = wire.ErrorReport.model_validate_json(text)
         self.view.errors.append(report)
+        if report.code is Code.GAME_ABORTED:
+            self.view.aborted = [*self.view.aborted[-9:], self.view.game]
         return ErrorReported(report)
 
     def _public_error(self, text: str) -> GameEvent | None:
@@ -473,6 +481,8 @@ class Observer:
             return None
         report = wire.ErrorReport.model_validate_json(text)
         self.view.errors.append(report)
+        if report.code is Code.GAME_ABORTED:
+            self.view.aborted = [*self.view.aborted[-9:], self.view.game]
         return ErrorReported(report)
 
 

@@ -209,7 +209,7 @@ def run(
     plan, late = night.plan(state, fmt, rounds, teams, table_size)
     if late:
         click.echo(f"registered after the start, waiting for admit-late/refuse-late: {', '.join(late)}", err=True)
-    config = game_config(placement_timeout, turn_timeout, reset_after, 2, table_size, table_size)
+    config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.tournament_arenas(referee_state, prefixes, config, key)
     bootstrap.claim(target, games, store, fresh=False)

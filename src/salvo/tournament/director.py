@@ -84,6 +84,8 @@ class Director:
         #: arena -> the teams of its finished game, busy until the arena is back in its lobby
         #: (they are still listed there: a team is never listed in two arenas)
         self._finishing: dict[str, set[str]] = {}
+        #: arena -> the table size its referee was set to (tables of 3-4 only)
+        self._seated: dict[str, int] = {}
         filters = [TournamentTopics.assignments(), TournamentTopics.marker]
         for a in arenas:
             t = Topics(a)
@@ -222,6 +224,7 @@ class Director:
             if pick is None:
                 return
             fixture = self.state.fixtures[pick]
+            self._seat(arena, len(fixture.teams))
             self.state.live[arena] = Live(pick, arena, time.time())
             self.save()
             self.roster[arena] = set(fixture.teams)
@@ -250,6 +253,7 @@ class Director:
         teams = self.state.fixtures[live.fixture].teams
         state = self.value(t.state)
         if live.game_id is None:
+            self._seat(arena, len(teams))
             if state in (b"placement", b"turn", b"over"):
                 live.game_id = (self.value(t.game_id) or b"").decode() or None
                 live.started = time.time()
@@ -263,6 +267,16 @@ class Director:
         players = self._players(arena, teams)
         if summary and players and all(self.value(t.stats_player(p)) for p in players):
             self._record_played(arena, live, teams, summary, players)
+
+    def _seat(self, arena: str, players: int) -> None:
+        """Tables: the arena's game starts when all ``players`` are ready (a
+        table of 3 that has 2 ready must not start without the third)."""
+        if self.state.table_size == 2 or self._seated.get(arena) == players:
+            return
+        seat = getattr(self.referee, "seat", None)
+        if seat is not None:
+            seat(arena, players)
+            self._seated[arena] = players
 
     def _players(self, arena: str, teams: list[str]) -> list[str]:
         raw = self.value(Topics(arena).players_list) or b"[]"

@@ -13,6 +13,7 @@ game after game, until it says done. That topic holds (retained JSON):
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -44,7 +45,11 @@ def follow(
     told: str | None = None
     try:
         while True:
-            msg = rec.wait(_fresh_job(played, told), timeout=24 * 3600, what="an assignment")
+            # The latest assignment only: one replaced meanwhile (a game called
+            # off and given again, the tournament over) is not played.
+            rec.wait_until(functools.partial(_latest_fresh, rec, topic, played, told), timeout=24 * 3600)
+            msg = rec.latest(topic)
+            assert msg is not None
             job = json.loads(msg.payload)
             if job.get("done"):
                 if job.get("refused") or job.get("withdrawn"):
@@ -60,8 +65,8 @@ def follow(
             ).connect()
             try:
                 client.play(strategy_factory(), games=1, on_game=on_game)
-            except LobbyClosed:
-                log.warning("%s: the game in %s was called off; waiting for the next", name, job["arena"])
+            except LobbyClosed as exc:  # a no-show, an abort: the organisers say what next
+                log.warning("%s: the game in %s was called off (%s); waiting for the next", name, job["arena"], exc)
             except JoinRefused as exc:  # e.g. came too late: the game was forfeited meanwhile
                 log.warning("%s: not admitted to %s: %s; waiting for the next", name, job["arena"], exc)
             finally:
@@ -76,13 +81,15 @@ def _key(job: dict[str, Any]) -> str:
     return str(job.get("id") or f"{job.get('round')}@{job.get('arena')}")
 
 
-def _fresh_job(played: set[str], told: str | None) -> Callable[[Msg], bool]:
-    return lambda m: _fresh(m.payload, played, told)
+def _latest_fresh(rec: Recorder, topic: str, played: set[str], told: str | None) -> bool:
+    return _fresh(rec.latest(topic), played, told)
 
 
-def _fresh(payload: bytes, played: set[str], told: str | None) -> bool:
+def _fresh(msg: Msg | None, played: set[str], told: str | None) -> bool:
+    if msg is None:
+        return False
     try:
-        job = json.loads(payload)
+        job = json.loads(msg.payload)
     except ValueError:
         return False
     if not isinstance(job, dict):
