@@ -58,7 +58,8 @@ def bot(
     from salvo.bots import make_strategy
     from salvo.client import JoinRefused, PlacementRefused, SalvoClient
 
-    target = parse_broker(broker, username, password)
+    # A team's broker login is its name (salvo teams add): a password alone means that one.
+    target = parse_broker(broker, username or (name if password else None), password)
     if follow:
         from salvo.tournament import follow as follow_tournament
 
