@@ -241,6 +241,11 @@ class Client(paho.Client):
         self._reconnect_delay = None  # after paho's shortest wait: it answered, it is no outage
         return True
 
+    def again_here(self) -> None:
+        """The next connection attempt goes to this node again: a close of
+        our own (not a lost node) must not move the client along the cluster."""
+        self._same_again = True
+
     def _speak_311(self) -> None:
         self._protocol = paho.MQTTv311
         self._clean_session = not self.persistent  # (3.1.1 has no expiry: a persistent session stays)

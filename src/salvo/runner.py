@@ -237,6 +237,7 @@ class ArenaRunner(Dispatcher):
             log.info("[%s] started a new session: what the broker kept for the old one is dropped", self.name)
             return True
         _ask_clean(client, clean=session_present)
+        client.again_here()  # our own close: the node is fine
         client.disconnect()
         return False
 
