@@ -440,6 +440,8 @@ def test_the_page_follows_a_live_game_in_chromium(
                 "wins": 0,
                 "draws": 0,
                 "losses": 1,
+                "forfeits": 1,
+                "withdrawn": True,
                 "points": 0,
                 "shots": 15,
                 "hits": 0,
@@ -450,7 +452,9 @@ def test_the_page_follows_a_live_game_in_chromium(
     watcher.publish("/tournament/standings", json.dumps(standings), retain=True)
     _until(browser, "the standings", lambda: "1 game played" in _text(browser, "#standings"))
     top = _text(browser, "#standings tbody tr").split()
-    assert top[:2] == ["1", first] and top[6] == "2" and top[-1] == "100.0%"
+    assert top[:2] == ["1", first] and top[7] == "2" and top[-1] == "100.0%"
+    second = _text(browser, "#standings tbody tr:nth-child(2)").split()
+    assert second[1:3] == [other, "(withdrawn)"] and second[7] == "1"  # L 1, of it F 1: forfeits show
     browser.save_screenshot(str(SHOTS / "spectate-winner.png"))
 
     # The broker restarts during the evening: the server reconnects and
