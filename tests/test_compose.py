@@ -456,3 +456,60 @@ def test_the_spectate_container_command_serves_the_page() -> None:
         proc.terminate()
         out = proc.communicate(timeout=10)[0].decode()
     assert proc.returncode == 0, out
+
+
+def test_the_tournament_container_command_runs_natively(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """`command: ["tournament", "run"]` with the service's environment: a
+    two-team night to its end, its console over TLS (the certificate in
+    /data/tls) healthy while it runs."""
+    import ssl
+    import threading
+
+    from salvo import tls
+    from salvo.bots import make_strategy
+    from salvo.tournament import follow
+
+    mosq = new_broker(users={"referee": "referee-pw"})
+    data = tmp_path / "data"
+    cards = {n: add_team(data / "teams.json", mosq.passwd, n) for n in ("ada", "bob")}
+    tls.issue(data / "tls")
+    mosq.start()
+    svc = COMPOSE["services"]["tournament"]
+    console = free_port()
+    env = {k: _in_container(str(v), data) for k, v in svc["environment"].items()}
+    env["SALVO_BROKER"] = env["SALVO_BROKER"].replace("mosquitto:1883", f"127.0.0.1:{mosq.port}")
+    env |= {"SALVO_PASSWORD": "referee-pw", "SALVO_CONSOLE": f"127.0.0.1:{console}", "SALVO_RESET_AFTER": "0.5"}
+    env |= {"SALVO_TURN_TIMEOUT": "5"}
+    health = ("8470)", f"{console})")  # the healthcheck's port, in its (host, port) tuple
+    assert _healthcheck("tournament", env, health) != 0  # nothing listens yet
+    played: dict[str, int] = {}
+
+    def team(name: str) -> None:
+        broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, cards[name].mqtt_password)
+        played[name] = follow(broker, name, cards[name].secret, lambda: make_strategy("random", name))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "salvo", *svc["command"]],
+        cwd=data,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("SALVO_")}, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(lambda: _healthcheck("tournament", env, health) == 0, 30, "the console listening")
+        context = ssl.create_default_context(cafile=str(data / "tls" / "ca.crt"))
+        context.check_hostname = False  # the certificate names the broker's host; the CA is what is checked
+        page = urllib.request.urlopen(f"https://127.0.0.1:{console}/", context=context, timeout=5).read()
+        assert b"password" in page.lower()
+        bots = [threading.Thread(target=team, args=(n,), daemon=True) for n in cards]
+        for b in bots:
+            b.start()
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert played == {"ada": 1, "bob": 1}
+    assert (data / "salvo-tournament.json").exists() and (data / "salvo-tournament-referee.db").exists()
+    assert _healthcheck("tournament", env, health) != 0  # over: the console is gone
