@@ -196,7 +196,9 @@ def test_a_no_show_and_a_director_killed_mid_game(new_broker: BrokerFactory, tmp
             mosq, tmp_path, registry, "--placement-timeout", "2", "--no-show-after", "9", "--log-level", "info"
         )
         watch = Recorder(Broker.from_url(mosq.url("referee")), ["/tournament/standings", "/+/game/state"])
-        first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Logs to a file: a pipe nobody reads fills up and stalls the director.
+        first_log = (tmp_path / "first.log").open("w")
+        first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=first_log)
         try:
             # Kill it while a game is on, after at least one result is in.
             mark = watch.wait(
@@ -211,6 +213,7 @@ def test_a_no_show_and_a_director_killed_mid_game(new_broker: BrokerFactory, tmp
         finally:
             first.kill()
             first.wait()
+            first_log.close()
         before = json.loads((tmp_path / "tournament.json").read_text())["results"]
         log = tmp_path / "second.log"
         with log.open("w") as err:

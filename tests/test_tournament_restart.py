@@ -102,7 +102,8 @@ def test_round_robin_survives_sigterm_mid_game(new_broker: BrokerFactory, tmp_pa
         for b in bots:
             b.start()
         cmd = director_cmd(mosq.url("referee"), tmp_path, registry)
-        first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first_log = tmp_path / "first.log"  # a file: a pipe nobody reads fills up and stalls the director
+        first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=first_log.open("w"), text=True)
         try:
             mark = watch.wait(
                 lambda m: m.topic == "/tournament/standings" and json.loads(m.payload)["games_played"] >= 1,
@@ -114,7 +115,8 @@ def test_round_robin_survives_sigterm_mid_game(new_broker: BrokerFactory, tmp_pa
                 timeout=60,
             )
             first.send_signal(signal.SIGTERM)  # what docker compose stop sends
-            out, err = first.communicate(timeout=20)
+            out = first.communicate(timeout=20)[0]
+            err = first_log.read_text()
         finally:
             if first.poll() is None:
                 first.kill()
