@@ -294,6 +294,25 @@ def test_the_page_is_live_the_status_is_pushed_when_it_changes(console: Console,
     assert user.request("GET", "/api/events").status == 401
 
 
+def test_streams_opened_all_at_once_stay_within_the_limit(console: Console) -> None:
+    from salvo.console.app import MAX_STREAMS
+
+    user = Browserless(console)
+    user.login()
+    # Every request is sent before any answer is read: the server sees them all at once.
+    conns = [user.connect() for _ in range(MAX_STREAMS + 20)]
+    for conn in conns:
+        conn.request("GET", "/api/events", headers={"Cookie": user.cookie})
+    kinds = []
+    for conn in conns:
+        r = conn.getresponse()
+        kinds.append("refused" if r.status == 503 else Events(r).next()[0])
+    assert kinds.count("status") == MAX_STREAMS, kinds
+    assert len(kinds) - kinds.count("status") == 20 and set(kinds) <= {"status", "busy", "refused"}
+    for conn in conns:
+        conn.close()
+
+
 def test_close_ends_open_streams_and_stops_within_two_seconds(fake: FakeDirector) -> None:
     console = Console(fake, "127.0.0.1", 0, PASSWORD).start()
     user = Browserless(console)

@@ -204,6 +204,11 @@ def _sse(event: str, data: str) -> bytes:
 async def _stream(state: _State, session: Session) -> AsyncIterator[bytes]:
     """The status whenever it changes (polled), a comment when nothing has
     for a while; ``event: logout`` and the end when the session is gone."""
+    # Counted here, where nothing awaits between the check and the count: the
+    # handler's check alone let simultaneous requests all through.
+    if state.streams >= MAX_STREAMS:
+        yield b"retry: 10000\n\n" + _sse("busy", '"too many console pages are open"')
+        return
     state.streams += 1
     try:
         yield b"retry: 2000\n\n"
