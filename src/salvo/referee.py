@@ -228,15 +228,18 @@ class Referee:
     def seat(self, prefix: str, players: int) -> bool:
         """Arena ``prefix``'s games from now on start with exactly ``players``
         (a tournament table of that size: the game waits for all of them,
-        and takes nobody else). Journaled like a restart with new settings."""
+        and takes nobody else). Journaled like a restart with new settings.
+        True when it is so now (changed, or already); False without an answer."""
+        already: list[bool] = []
 
         def configure(arena: Arena, now: float) -> list[Effect]:
             config = arena.game.config
             if config.min_players == config.max_players == players:
+                already.append(True)
                 return []
             return arena.configure(dataclasses.replace(config, min_players=players, max_players=players), now)
 
-        return self._runner(prefix).control(configure)
+        return self._runner(prefix).control(configure) or bool(already)
 
     def _runner(self, prefix: str) -> ArenaRunner:
         runner = next((r for r in self.runners if r.arena.topics.prefix == prefix), None)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 MAX_EXTRA_S = 3600.0
 
 
-def apply(d: Director, action: str, args: dict[str, Any], by: str) -> dict[str, Any]:
+def apply(d: Director, action: str, args: dict[str, Any], by: str, request: str | None = None) -> dict[str, Any]:
     spec = ACTIONS.get(action)
     if spec is None:
         raise ControlError("unknown-action", f"no action {action!r}; actions: {', '.join(ACTIONS)}")
@@ -27,7 +27,10 @@ def apply(d: Director, action: str, args: dict[str, Any], by: str) -> dict[str, 
     if d.state.done and action not in ("void-game", "override"):
         raise ControlError("tournament-over", "the tournament is over: only results can still be changed")
     note = _HANDLERS[action](d, clean)
-    entry = {"at": round(time.time(), 3), "by": by, "action": action, "args": clean, "result": note or "ok"}
+    entry: dict[str, Any] = {"at": round(time.time(), 3), "by": by, "action": action, "args": clean}
+    entry["result"] = note or "ok"
+    if request is not None:
+        entry["request"] = request
     d.state.audit.append(entry)
     d.save()
     d.publish_standings()
@@ -59,7 +62,7 @@ def _team(d: Director, args: dict[str, Any]) -> str:
 def _game(d: Director, args: dict[str, Any]) -> GameResult:
     try:
         index = int(args["game"])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ControlError("bad-arguments", f"game must be a number, not {args['game']!r}") from None
     if not 0 <= index < len(d.state.results):
         raise ControlError("unknown-game", f"no game {index}; games 0-{len(d.state.results) - 1}")
@@ -111,7 +114,7 @@ def _extra_time(d: Director, args: dict[str, Any]) -> str:
     arena = _arena(d, args)
     try:
         seconds = float(args["seconds"])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ControlError("bad-arguments", f"seconds must be a number, not {args['seconds']!r}") from None
     if not 0 < seconds <= MAX_EXTRA_S:
         raise ControlError("bad-arguments", f"seconds must be more than 0 and at most {MAX_EXTRA_S:g}")
@@ -161,6 +164,8 @@ def _void_game(d: Director, args: dict[str, Any]) -> str:
         raise ControlError("not-counted", f"that game is {result.status} already")
     if d.state.done:
         raise ControlError("tournament-over", "the tournament is over: a voided game could not be played again")
+    if gone := [t for t in result.players if t in d.state.withdrawn]:
+        raise ControlError("withdrawn", f"{', '.join(gone)} withdrew: the game could not be played again")
     result.status = "void"
     result.note = str(args["reason"]) or "voided by the organisers"
     return "voided; the game is played again"
@@ -196,7 +201,11 @@ def _withdraw(d: Director, args: dict[str, Any]) -> str:
         fixture = d.state.fixtures[live.fixture]
         if team in fixture.teams:
             _stop_game(d, arena, f"{team} withdrew: {reason}")
-            d.record(arena, _forfeit(fixture.round, arena, fixture.teams, team, live.fixture, reason))
+            if len(fixture.teams) <= 2:
+                d.record(arena, _forfeit(fixture.round, arena, fixture.teams, team, live.fixture, reason))
+            else:  # the table plays again without it, as its pending tables do
+                d.record(arena, _forfeit(fixture.round, arena, fixture.teams, team, -1, reason))
+                fixture.teams.remove(team)
     forfeited = 0
     for i in d.state.pending():
         fixture = d.state.fixtures[i]

@@ -81,6 +81,7 @@ class Director:
         self._requests: queue.Queue[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = queue.Queue()
         self._next_registry_check = 0.0
         self.spool = Spool(state_path)
+        self.spool.applied(self)
         #: arena -> the teams of its finished game, busy until the arena is back in its lobby
         #: (they are still listed there: a team is never listed in two arenas)
         self._finishing: dict[str, set[str]] = {}
@@ -183,7 +184,10 @@ class Director:
                 self.spool.serve(self)
                 self._check_registry()
                 for arena in self.arenas:
-                    self._step(arena)
+                    try:
+                        self._step(arena)
+                    except Exception:  # one arena's surprise (a payload no salvo referee sends) is not the night's
+                        log.exception("arena %s: its state could not be followed; the organiser may abort it", arena)
                 if not self.state.paused:
                     self._assign()
                 if self.state.finished():
@@ -244,7 +248,7 @@ class Director:
     # -- following a game --------------------------------------------------------------
 
     def _step(self, arena: str) -> None:
-        if arena in self._finishing and self.value(Topics(arena).state) != b"over":
+        if arena in self._finishing and self.value(Topics(arena).state) == b"lobby":
             del self._finishing[arena]
         live = self.state.live.get(arena)
         if live is None:
@@ -274,8 +278,7 @@ class Director:
         if self.state.table_size == 2 or self._seated.get(arena) == players:
             return
         seat = getattr(self.referee, "seat", None)
-        if seat is not None:
-            seat(arena, players)
+        if seat is not None and seat(arena, players):  # False: no answer, asked again next step
             self._seated[arena] = players
 
     def _players(self, arena: str, teams: list[str]) -> list[str]:
@@ -332,7 +335,8 @@ class Director:
         if arena is not None:
             self.state.live.pop(arena, None)
             self.roster[arena] = set()
-            if self.value(Topics(arena).state) == b"over":
+            if result.status == "played":
+                # Listed there until the referee's reset (the stats come before the state says over).
                 self._finishing[arena] = set(result.players)
         self.save()
         if result.status != "played":

@@ -9,6 +9,7 @@ Requests the director has not answered yet are applied when it next runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -19,6 +20,8 @@ from salvo.tournament.controls import ControlError
 
 if TYPE_CHECKING:
     from salvo.tournament.director import Director
+
+log = logging.getLogger("salvo.tournament")
 
 
 def paths(state: Path) -> tuple[Path, Path]:
@@ -84,6 +87,11 @@ class Spool:
         self._answered = {b.get("id") for b in _lines(self.replies)[0]}
         self._size = -1
 
+    def applied(self, d: Director) -> None:
+        """Requests whose action is in the audit are done, answered or not (a
+        crash between the state's save and the reply must not apply one twice)."""
+        self._answered |= {a.get("request") for a in d.state.audit}
+
     def serve(self, d: Director) -> None:
         try:
             size = self.requests.stat().st_size
@@ -110,7 +118,10 @@ def answer(d: Director, body: dict[str, Any]) -> dict[str, Any]:
     if action == "status":
         return {"id": rid, "ok": True, "status": d.status()}
     try:
-        entry = actions.apply(d, action, args, str(body.get("by") or "cli"))
+        entry = actions.apply(d, action, args, str(body.get("by") or "cli"), request=str(rid))
     except ControlError as err:
         return {"id": rid, "ok": False, **err.as_json()}
+    except Exception as err:  # a damaged line must not stop the night (and every restart after it)
+        log.exception("control request %s failed", rid)
+        return {"id": rid, "ok": False, "code": "internal", "reason": f"{action} failed: {err!r}"}
     return {"id": rid, "ok": True, "entry": entry}

@@ -164,7 +164,8 @@ class State:
             by_round.setdefault(self.fixtures[i].round, []).append(i)
         for idxs in by_round.values():
             smallest = min(idxs, key=lambda i: len(self.fixtures[i].teams))
-            self.fixtures[smallest].teams.append(team)
+            if len(self.fixtures[smallest].teams) < self.table_size:  # never above the table size
+                self.fixtures[smallest].teams.append(team)
 
     def finished(self) -> bool:
         """Every round drawn and every fixture recorded."""

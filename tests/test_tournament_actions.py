@@ -1,0 +1,139 @@
+"""The organiser's controls and the CLI's request spool applied to a real
+director (on the project's broker) with a stand-in referee: refusals change
+nothing, a damaged request is answered and the night goes on, nothing is
+applied twice across a restart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from salvo.mqtt import Broker
+from salvo.tournament import actions, spool
+from salvo.tournament.controls import ControlError
+from salvo.tournament.director import Director
+from salvo.tournament.scoring import GameResult
+from salvo.tournament.state import Live, State
+
+from mosquitto import Mosquitto
+
+
+class StandIn:
+    """The referee's controls, always obliging, remembered."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def close_lobby(self, prefix: str, reason: str) -> bool:
+        self.calls.append(("close_lobby", prefix))
+        return True
+
+    def abort_game(self, prefix: str, reason: str) -> bool:
+        self.calls.append(("abort_game", prefix))
+        return True
+
+    def extend(self, prefix: str, seconds: float) -> bool:
+        self.calls.append(("extend", prefix))
+        return True
+
+
+def director(broker: Mosquitto, tmp_path: Path, state: State, prefix: str) -> Director:
+    d = Director(
+        broker=Broker.from_url(broker.url("referee")),
+        arenas=[prefix],
+        state=state,
+        state_path=tmp_path / "t.json",
+        roster={prefix: set()},
+        referee=StandIn(),
+    )
+    d.save()
+    return d
+
+
+def test_a_damaged_request_is_answered_and_a_done_one_is_not_applied_again(
+    broker: Mosquitto, tmp_path: Path, prefix: str
+) -> None:
+    state = State("round-robin", 3, ["a", "b", "c", "d"])
+    state.draw()
+    state.results.append(GameResult(1, prefix, ["a", "d"], "a", {}, fixture=0))
+    d = director(broker, tmp_path, state, prefix)
+    try:
+        requests, replies = spool.paths(d.state_path)
+        lines = [
+            '{"id":"r1","action":"void-game","args":{"game":1e400}}',  # no CLI sends it; a damaged file may
+            "not json at all",
+            json.dumps({"id": "r2", "action": "extra-time", "args": {"arena": prefix, "seconds": "nan"}}),
+            '{"id":"r3","action":"pause","args":{}}',
+        ]
+        requests.write_text("\n".join(lines) + "\n")
+        d.spool.serve(d)
+        answers = {r["id"]: r for r in map(json.loads, replies.read_text().splitlines())}
+        assert (answers["r1"]["ok"], answers["r1"]["code"]) == (False, "bad-arguments")
+        assert answers["r2"]["ok"] is False and answers["r3"]["ok"] is True
+        assert d.state.paused and [a["action"] for a in d.state.audit] == ["pause"]
+    finally:
+        d.close()
+    # A restart after the state was saved but before the reply was written:
+    # the audit knows the request, it is not applied again.
+    replies.unlink()
+    again = director(broker, tmp_path, State.load(tmp_path / "t.json") or state, prefix)
+    try:
+        again.state.paused = False
+        again.spool.serve(again)
+        assert not again.state.paused and len(again.state.audit) == 1
+    finally:
+        again.close()
+
+
+def test_a_forfeit_against_a_withdrawn_team_cannot_be_voided(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
+    state = State("round-robin", 3, ["a", "b", "c", "d"])
+    state.draw()
+    d = director(broker, tmp_path, state, prefix)
+    try:
+        actions.apply(d, "withdraw", {"team": "d", "reason": "gone"}, "test")
+        forfeits = [i for i, r in enumerate(d.state.results) if r.forfeited == ["d"]]
+        assert len(forfeits) == 3 and d.state.pending() == [
+            i for i, f in enumerate(d.state.fixtures) if "d" not in f.teams
+        ]
+        before = json.dumps(d.status(), sort_keys=True)
+        with pytest.raises(ControlError) as refused:
+            actions.apply(d, "void-game", {"game": forfeits[0], "reason": "?"}, "test")
+        assert refused.value.code == "withdrawn"
+        with pytest.raises(ControlError) as again:
+            actions.apply(d, "withdraw", {"team": "d"}, "test")
+        assert again.value.code == "withdrawn"
+        assert json.dumps(d.status(), sort_keys=True) == before  # refused: nothing changed
+    finally:
+        d.close()
+
+
+def test_withdrawing_from_a_live_table_replays_it_without_the_team(
+    broker: Mosquitto, tmp_path: Path, prefix: str
+) -> None:
+    state = State("swiss", 1, ["a", "b", "c", "d"], table_size=4)
+    state.draw()
+    state.live[prefix] = Live(0, prefix, 0.0, game_id="g1")
+    d = director(broker, tmp_path, state, prefix)
+    try:
+        entry: dict[str, Any] = actions.apply(d, "withdraw", {"team": "b", "reason": "ill"}, "test")
+        assert entry["action"] == "withdraw"
+        assert d.referee is not None and ("abort_game", prefix) in d.referee.calls  # type: ignore[attr-defined]
+        assert d.state.fixtures[0].teams == ["a", "c", "d"] and d.state.pending() == [0]  # played again, without b
+        (forfeit,) = d.state.results
+        assert forfeit.forfeited == ["b"] and forfeit.fixture == -1 and forfeit.counts
+    finally:
+        d.close()
+
+
+def test_a_late_team_never_makes_a_table_bigger_than_the_table_size() -> None:
+    state = State("round-robin", 3, [f"t{i}" for i in range(8)], table_size=4)
+    state.draw()
+    state.admit_late("late")
+    assert max(len(f.teams) for f in state.fixtures) == 4
+    small = State("round-robin", 3, [f"t{i}" for i in range(7)], table_size=4)
+    small.draw()
+    small.admit_late("late")
+    assert max(len(f.teams) for f in small.fixtures) == 4 and any("late" in f.teams for f in small.fixtures)
