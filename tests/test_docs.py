@@ -94,6 +94,7 @@ DOCUMENTED = {
     TOPICS.winner,
     TOPICS.stats_summary,
     TOPICS.stats_player("<name>"),
+    TOPICS.record,
 }
 
 

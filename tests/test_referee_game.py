@@ -184,6 +184,7 @@ def test_full_three_player_game(
                 f"{P}/game/winner",
                 f"{P}/game/stats/summary",
                 *[f"{P}/game/stats/players/{n}" for n in order],
+                f"{P}/game/record",
                 f"{P}/game/current",
                 f"{P}/game/deadline",
                 f"{P}/game/state",

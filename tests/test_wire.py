@@ -115,6 +115,7 @@ MODELS: list[tuple[str, type[BaseModel]]] = [
     (r"/game/stats/players/\w+", wire.PlayerStats),
     (r"/players/\w+/hit", wire.Hit),
     (r"/players/\w+/error", wire.ErrorReport),
+    (r"/game/record", wire.GameRecord),
 ]
 
 
@@ -251,6 +252,7 @@ def test_every_outbound_topic_is_taken_apart_and_nothing_else() -> None:
         T.players_list: Published(Outbound.PLAYERS_LIST),
         T.errors: Published(Outbound.ERRORS),
         T.stats_summary: Published(Outbound.STATS_SUMMARY),
+        T.record: Published(Outbound.RECORD),
         T.stats_player("bob"): Published(Outbound.STATS_PLAYER, "bob"),
         T.hit("bob"): Published(Outbound.HIT, "bob"),
         T.player_error("bob"): Published(Outbound.PLAYER_ERROR, "bob"),

@@ -14,7 +14,9 @@ Rules this module enforces (spec sections 5-7):
   LOBBY         Tick past deadline                 incomplete fleets removed first
   TURN          Fire (valid)                       shot; a full salvo ends the turn
   TURN          Tick past turn deadline            the salvo ends with what it has
-  TURN          salvo ends, <= 1 player left       OVER
+  TURN          salvo ends, <= 1 player left       OVER (stats, then the game record)
+  TURN          salvo ends, ``pace_s`` > 0         nobody's turn until a Tick past
+                                                   the pause announces the next
   OVER          Tick past reset deadline           LOBBY: a new game, a new id
   LOBBY         CloseLobby (the organiser)         players sent away, LOBBY empty
   not LOBBY     Abandon(tell) (the organiser)      players told game_aborted, LOBBY
@@ -67,7 +69,7 @@ import random
 from collections.abc import Iterator
 from typing import Any, Final
 
-from salvo import payloads
+from salvo import gamerecord, payloads
 from salvo.codec import error_report
 from salvo.errors import Code, Illegal, Rejection
 from salvo.events import (
@@ -89,10 +91,9 @@ from salvo.events import (
     Rejected,
     Result,
     Resume,
+    SalvoEntry,
     Termination,
     Tick,
-    places,
-    termination,
 )
 from salvo.payloads import FALSE, TRUE, Publish, Retained, hit, message
 from salvo.rules import BOARD_SIZE, FLEET, SHIP_IDS, placement_error
@@ -170,6 +171,13 @@ class Game:
         self.fired = 0
         self.salvo_hits = 0
         self.sank = False
+        #: the salvo's shots (target, cell, hit), and every salvo so far: the record
+        self.salvo_shots: list[tuple[str, int, bool]] = []
+        self.salvos: list[SalvoEntry] = []
+        #: the game record once it is over (/game/record's text)
+        self.record: str | None = None
+        #: who plays next while the room's pace holds the turn back
+        self.upcoming: str | None = None
         self.deadline: float | None = None
         #: the organiser's stopped clock (a new game starts with it running)
         self.paused: Paused | None = None
@@ -341,6 +349,9 @@ class Game:
     def _tick(self, now: float, out: list[Publish]) -> str:
         if self.deadline is None or now < self.deadline:
             return "nothing due"
+        if self.upcoming is not None:
+            self._begin_turn(self.upcoming, now, out)
+            return f"the room's pause ends: turn {self.turn}, {self.current}'s"
         if self.phase is Phase.TURN:
             note, args = self._end_salvo(now, out, timed_out=True)
             return "turn timed out; " + note % args
@@ -399,7 +410,7 @@ class Game:
         paused, at, now = self.paused, self.deadline, ev.now
         if paused is not None:  # more time left once the clock runs again
             at, now = paused.at, paused.at - paused.left
-        if at is None or self.phase is Phase.OVER or ev.seconds <= 0:
+        if at is None or self.phase is Phase.OVER or self.upcoming is not None or ev.seconds <= 0:
             return "no running deadline to extend"
         self._set_deadline(out, phase := self._deadline_phase(), at + ev.seconds, now)
         return f"{'paused ' if paused else ''}{phase} deadline extended by {ev.seconds:.3f} s"
@@ -453,6 +464,8 @@ class Game:
         self.allowed = allowed = player.afloat
         self.fired = self.salvo_hits = 0
         self.sank = False
+        self.salvo_shots = []
+        self.upcoming = None
         t = self.topics
         if self.paused is None:
             self.deadline = at = now + self.config.turn_timeout
@@ -465,6 +478,8 @@ class Game:
     def _fire(self, ev: Fire) -> Accepted:
         current = self.current
         if current is None:  # there is a current player exactly while a turn is on
+            if self.upcoming is not None:
+                raise Illegal(Code.NOT_IN_TURN, "between turns: wait for the next /game/turn")
             raise Illegal(Code.NOT_IN_TURN, f"not in a turn (state {self.phase.value})")
         shooter_name, name, x, y, turn, game, nonce, now = ev
         players = self.players
@@ -491,6 +506,7 @@ class Game:
         shooter.shots += 1
         self.fired = fired = self.fired + 1
         ship = target.occupied.get(c)
+        self.salvo_shots.append((name, c, ship is not None))
         if ship is not None:
             shooter.hits += 1
             self.salvo_hits += 1
@@ -520,8 +536,13 @@ class Game:
         shooter.missed = shooter.missed + 1 if timed_out and not fired else 0
         # 2-3. sinks and defeats. Most salvos have neither: a sink needs a shot
         # that completed a ship's damage (_fire says so), a drop a missed turn.
+        entry = SalvoEntry(self.turn, current, self.salvo_shots, hits, (), ())
+        self.salvos.append(entry)
         if self.sank or shooter.missed:
-            alive = self._sinks_and_defeats(shooter, out)
+            alive, sunk, defeated = gamerecord.sinks_and_defeats(
+                self.participants(), shooter, self.turn, self.config.max_missed_turns, self.retained, t, out
+            )
+            self.salvos[-1] = entry._replace(sunk=sunk, defeated=defeated)
             if len(alive) <= 1:
                 self._game_over(alive[0] if alive else None, now, out)
                 return "salvo of %s ends: %d shots, %d hits; game over, winner %s", (
@@ -536,35 +557,16 @@ class Game:
         nxt = after[current]
         while players[nxt].defeated_in_turn is not None:
             nxt = after[nxt]
-        self._begin_turn(nxt, now, out)
-        return "salvo of %s ends: %d shots, %d hits", (current, fired, hits)
-
-    def _sinks_and_defeats(self, shooter: PlayerState, out: list[Publish]) -> list[str]:
-        """Announce the ships sunk in this salvo, then the players defeated by
-        it, each in play order; who is still in."""
-        t = self.topics
-        players = self.participants()
-        for p in players:
-            sunk = p.sunk
-            if len(sunk) == len(SHIP_IDS):
-                continue
-            for ship, damage in p.damage.items():  # SHIP_IDS order
-                if len(damage) == FLEET[ship] and ship not in sunk:
-                    sunk.append(ship)
-                    if p is not shooter:
-                        shooter.ships_sunk += 1
-                    self.retained.put(out, t.sunk(p.name, ship), TRUE)
-        for p in players:
-            if p.defeated_in_turn is not None:
-                continue
-            if len(p.sunk) == len(SHIP_IDS):
-                p.defeated_in_turn, p.reason = self.turn, "sunk"
-            elif p is shooter and shooter.missed >= self.config.max_missed_turns:
-                p.defeated_in_turn, p.reason = self.turn, "timeout"
-            else:
-                continue
-            self.retained.put(out, t.defeated(p.name), TRUE)
-        return [p.name for p in players if p.defeated_in_turn is None]
+        if self.config.pace_s <= 0:
+            self._begin_turn(nxt, now, out)
+            return "salvo of %s ends: %d shots, %d hits", (current, fired, hits)
+        # The room's pace: nobody's turn until a Tick announces the next one.
+        self.current, self.upcoming = None, nxt
+        if self.paused is None:
+            self.deadline = now + self.config.pace_s
+        else:  # the organiser's stopped clock holds the pause too
+            self.paused = self.paused._replace(left=self.config.pace_s, at=now + self.config.pace_s)
+        return "salvo of %s ends: %d shots, %d hits; next turn in %.3f s", (current, fired, hits, self.config.pace_s)
 
     # -- over -----------------------------------------------------------------------
 
@@ -573,17 +575,10 @@ class Game:
         self.phase = Phase.OVER
         self.winner = winner
         self.current = None
-        players = self.participants()
         duration = now - (self.started_at or now)
-        shots, hits = sum(p.shots for p in players), sum(p.hits for p in players)
-        how = termination(players, winner, self.turn).value
-        self.retained.put(out, t.winner, winner or "")
-        self.retained.put(out, t.stats_summary, payloads.stats_summary(winner, self.turn, shots, hits, duration, how))
-        for p, place in zip(players, places(players), strict=True):
-            mine = payloads.player_stats(
-                place, p.shots, p.hits, p.ships_sunk, len(p.sunk), p.defeated_in_turn, p.reason
-            )
-            self.retained.put(out, t.stats_player(p.name), mine)
+        self.record = gamerecord.publish_results(
+            self.game_id, self.participants(), winner, self.turn, duration, self.salvos, self.retained, t, out
+        )
         self.retained.put(out, t.current, "")
         self._set_deadline(out, "reset", now + self.config.reset_after, now)
         self.retained.put(out, t.state, Phase.OVER.value)

@@ -12,6 +12,7 @@ of two types with equal fields are ``==`` (compare types where it matters).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -28,10 +29,16 @@ class Config:
     min_players: int = 2
     max_players: int = 10
     max_missed_turns: int = 3
+    #: Seconds between a salvo's results and the next turn's announcement
+    #: (the room's pace; 0: at once). Nobody may fire meanwhile, and the turn
+    #: timeout starts only with the announcement.
+    pace_s: float = 0.0
 
     def __post_init__(self) -> None:
         if min(self.placement_timeout, self.turn_timeout, self.reset_after) <= 0:
             raise ValueError("timeouts must be positive")
+        if not 0 <= self.pace_s <= 3600:
+            raise ValueError("pace must be 0-3600 seconds")
         if not 2 <= self.min_players <= self.max_players:
             raise ValueError("need 2 <= min_players <= max_players")
         if self.max_missed_turns < 1:
@@ -205,6 +212,19 @@ Result = Accepted | Rejected
 
 
 # -- state ----------------------------------------------------------------------
+
+
+class SalvoEntry(NamedTuple):
+    """One salvo as it resolved, for the game record (``/game/record``):
+    its shots as (target, cell, hit), its hits, the ships it sank as
+    (owner, ship) and the players it defeated, each in announcement order."""
+
+    turn: int
+    player: str
+    shots: list[tuple[str, int, bool]]
+    hits: int
+    sunk: Sequence[tuple[str, str]]
+    defeated: Sequence[str]
 
 
 @dataclass(slots=True)

@@ -239,9 +239,12 @@ class Exported:
     arena: str
     game_no: int
     events: int
+    #: the game record, not the events
+    record: bool = False
 
     def line(self) -> str:
-        return f"exported game {self.game_no} of arena {self.arena or '(default)'}: {self.events} events"
+        what = "the record of game" if self.record else "game"
+        return f"exported {what} {self.game_no} of arena {self.arena or '(default)'}: {self.events} events"
 
 
 def export_game(
@@ -276,6 +279,33 @@ def export_game(
     finally:
         store.close()
     return Exported(arena, number, len(events))
+
+
+def export_record(state: Path, out: TextIO, arena: str = "", game_no: int | None = None) -> Exported:
+    """Write the game record (``/game/record``, v2) of game ``game_no``
+    (default: the latest) of ``arena`` to ``out``: the journal's events
+    played through the engine again, so the very bytes the referee published
+    for it (also when it was too large to publish). A game that is not over
+    has no record. A referee may be running on ``state``: it is only read."""
+    store = Store(state, writer=False)
+    try:
+        numbers = [n for n, _events in store.games(arena)]
+        if store.arena(arena) is None or not numbers:
+            raise JournalError(f"no games of arena {arena or '(default)'} in {state}")
+        number = game_no if game_no is not None else max(numbers)
+        if number not in numbers:
+            raise JournalError(f"no game {number}; games: {numbers}")
+        known = store.arena(arena)
+        assert known is not None
+        config = store.config_before(arena, number) or known[1]
+        events = store.events(arena, number)
+        record = play(_fresh(arena, known, config, number), events).game.record
+    finally:
+        store.close()
+    if record is None:
+        raise JournalError(f"game {number} of arena {arena or '(default)'} has no record: it never went over")
+    out.write(record)
+    return Exported(arena, number, len(events), record=True)
 
 
 # -- replay -------------------------------------------------------------------------------

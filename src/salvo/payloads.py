@@ -18,6 +18,7 @@ instead of 2,400).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from salvo.codec import dumps
@@ -165,6 +166,50 @@ def player_stats(
             "ships_lost": ships_lost,
             "defeated_in_turn": defeated_in_turn,
             "reason": reason,
+        }
+    )
+
+
+def record(
+    game: str,
+    players: Sequence[str],
+    fleets: Mapping[str, Mapping[str, Placement]],
+    salvos: Iterable[tuple[int, str, Sequence[tuple[str, int, bool]], int, Sequence[tuple[str, str]], Sequence[str]]],
+    winner: str | None,
+    termination: str,
+) -> str:
+    """``/game/record`` (:class:`~salvo.wire.GameRecord`, v2): the whole game
+    once it is over. ``fleets`` each in fleet order; ``salvos`` as
+    (turn, player, shots as (target, cell, hit), hits, sunk as (owner, ship),
+    defeated), the form :class:`salvo.events.SalvoEntry` keeps."""
+    return dumps(
+        {
+            "game": game,
+            "players": list(players),
+            "fleets": {
+                name: {
+                    ship: {"x": p.x, "y": p.y, "orientation": p.orientation.value}
+                    for ship in FLEET
+                    if (p := fleets[name].get(ship)) is not None
+                }
+                for name in players
+            },
+            "salvos": [
+                {
+                    "turn": turn,
+                    "player": player,
+                    "shots": [
+                        {"target": target, "x": c % BOARD_SIZE, "y": c // BOARD_SIZE, "hit": hit}
+                        for target, c, hit in shots
+                    ],
+                    "hits": hits,
+                    "sunk": [{"owner": owner, "ship": ship} for owner, ship in sunk],
+                    "defeated": list(defeated),
+                }
+                for turn, player, shots, hits, sunk, defeated in salvos
+            ],
+            "winner": winner,
+            "termination": termination,
         }
     )
 

@@ -74,6 +74,7 @@ class Outbound(enum.Enum):
     HITS = "hits"
     SALVO = "salvo"
     WINNER = "winner"
+    RECORD = "record"
     ERRORS = "errors"
     STATS_SUMMARY = "stats_summary"
     PLAYERS_LIST = "players_list"
@@ -138,6 +139,8 @@ class Topics:
         self.hits = f"{self._game}/hits"
         self.salvo = f"{self._game}/salvo"
         self.winner = f"{self._game}/winner"
+        #: (v2) the whole game, fleets included, once it is over (spec section 7)
+        self.record = f"{self._game}/record"
         self.errors = f"{self._game}/errors"
         self.stats_summary = f"{self._game}/stats/summary"
         self.request_participation = f"{self._game}/request_participation"
@@ -220,6 +223,7 @@ class Topics:
             self.players_count,
             f"{self._players}/+/ships/+/sunk",
             f"{self._players}/+/defeated",
+            f"{self._game}/record",  # (v2) last: the order of the shipped ACL
         )
 
     @property
@@ -230,7 +234,18 @@ class Topics:
         return (
             *(
                 f"{g}/{t}"
-                for t in ("state", "server", "pubkey", "id", "deadline", "turn", "current", "salvo", "winner")
+                for t in (
+                    "state",
+                    "server",
+                    "pubkey",
+                    "id",
+                    "deadline",
+                    "turn",
+                    "current",
+                    "salvo",
+                    "winner",
+                    "record",
+                )
             ),
             f"{g}/stats/#",
             self.players_list,
@@ -351,9 +366,7 @@ def access_filters(any_prefix: bool = False, prefix: str = "") -> AccessFilters:
     (``any_prefix``) under ``/+/``, every prefix at once."""
     t = Topics()
     root = "/+" if any_prefix else f"/{prefix}" if prefix else ""
-    # (v2) /game/record (spec section 7) is public, though clients do not
-    # subscribe to it by default (it is large): hence not in public_filters.
-    public = dict.fromkeys((*t.public_filters, f"{t._game}/record"))
+    public = dict.fromkeys(t.public_filters)
     return AccessFilters(
         public=tuple(root + f for f in public),
         team_write=(root + t.request_participation, root + t.fire("+")),

@@ -258,3 +258,57 @@ class PlayerStats(BaseModel):
     ships_lost: StrictInt
     defeated_in_turn: StrictInt | None
     reason: Literal["sunk", "timeout"] | None
+
+
+class RecordShip(BaseModel):
+    """Where a ship lay, in ``/game/record``'s fleets."""
+
+    model_config = _OUT
+    x: StrictInt
+    y: StrictInt
+    orientation: Literal["HORIZONTAL", "VERTICAL"]
+
+
+class RecordShot(BaseModel):
+    """One accepted shot of a salvo in ``/game/record``."""
+
+    model_config = _OUT
+    target: StrictStr
+    x: StrictInt
+    y: StrictInt
+    hit: StrictBool
+
+
+class RecordSink(BaseModel):
+    """A ship a salvo sank, in ``/game/record``."""
+
+    model_config = _OUT
+    owner: StrictStr
+    ship: StrictStr
+
+
+class RecordSalvo(BaseModel):
+    """One salvo of ``/game/record``: its shots in order, its hits, the ships
+    it sank and the players it defeated, in the order they were announced."""
+
+    model_config = _OUT
+    turn: StrictInt
+    player: StrictStr
+    shots: list[RecordShot]
+    hits: StrictInt
+    sunk: list[RecordSink]
+    defeated: list[StrictStr]
+
+
+class GameRecord(BaseModel):
+    """``/game/record`` (v2): the whole game once it is over, fleets included:
+    the game's id, the play order, every fleet, every salvo, the winner and
+    how it ended."""
+
+    model_config = _OUT
+    game: StrictStr
+    players: list[StrictStr]
+    fleets: dict[StrictStr, dict[StrictStr, RecordShip]]
+    salvos: list[RecordSalvo]
+    winner: StrictStr | None
+    termination: Literal["victory", "forfeit", "draw"]

@@ -127,17 +127,29 @@ def table(summaries: Sequence[GameSummary]) -> list[str]:
 @click.option("--arena", default="", help="Arena prefix (default: the unprefixed arena).")
 @click.option("--game", "game_no", type=int, help="Game number (default: the latest).")
 @click.option("--with-keys", is_flag=True, help="Keep the team keys (default: SHA-256 digests, enough to replay).")
-def journal_export(out: TextIO, state: Path, arena: str, game_no: int | None, with_keys: bool) -> None:
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Write the game record instead (/game/record: fleets, every salvo, the result), as the referee published it.",
+)
+def journal_export(out: TextIO, state: Path, arena: str, game_no: int | None, with_keys: bool, record: bool) -> None:
     """Write one game's events as JSON lines (use - for stdout).
 
     The first line describes the game (arena, game number, seed, settings);
     every other line is an accepted event with its time. `salvo journal
-    replay` plays it through the engine again.
+    replay` plays it through the engine again. With --record: the game
+    record of a game that is over, one JSON object, byte for byte what the
+    referee published on /game/record (for replay viewers and analysis).
     """
-    from salvo.journaltools import export_game
+    from salvo.journaltools import export_game, export_record
 
     with reading(state):
-        exported = export_game(state, out, arena, game_no, with_keys=with_keys)
+        if record:
+            if with_keys:
+                raise click.UsageError("--with-keys is for an export of events, not of the record")
+            exported = export_record(state, out, arena, game_no)
+        else:
+            exported = export_game(state, out, arena, game_no, with_keys=with_keys)
     click.echo(exported.line(), err=True)
 
 

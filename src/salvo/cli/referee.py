@@ -65,6 +65,15 @@ from salvo.cli.common import (
     show_default=True,
     help="Turns in a row timed out without a shot before a player is dropped.",
 )
+@click.option(
+    "--pace",
+    type=click.FloatRange(min=0, max=3600),
+    default=0.0,
+    show_default=True,
+    envvar="SALVO_PACE",
+    help="Seconds between a salvo's results and the next turn, for spectators (nobody fires meanwhile;"
+    " the turn timeout starts with the turn).",
+)
 @click.option("--seed", type=int, help="Seed for drawing the first player (default: random).")
 @key_file_option
 @click.option(
@@ -126,6 +135,7 @@ def referee(
     min_players: int,
     max_players: int,
     max_missed_turns: int,
+    pace: float,
     seed: int | None,
     key_file: Path,
     state: Path,
@@ -152,7 +162,7 @@ def referee(
     setup_logging(log_level)
     target = parse_broker(broker, username, password)
     prefixes = arena_prefixes(prefix, arenas)
-    config = game_config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns)
+    config = game_config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns, pace)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.referee_arenas(
         state,

@@ -116,6 +116,14 @@ def tournament() -> None:
     "--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True, envvar="SALVO_RESET_AFTER"
 )
 @click.option(
+    "--pace",
+    type=click.FloatRange(min=0, max=3600),
+    default=0.0,
+    show_default=True,
+    envvar="SALVO_PACE",
+    help="Seconds between a salvo's results and the next turn, for spectators.",
+)
+@click.option(
     "--no-show-after",
     type=click.FloatRange(min=0),
     default=300.0,
@@ -174,6 +182,7 @@ def run(
     placement_timeout: float,
     turn_timeout: float,
     reset_after: float,
+    pace: float,
     no_show_after: float,
     resume_window: int,
     console_at: str,
@@ -209,7 +218,7 @@ def run(
     plan, late = night.plan(state, fmt, rounds, teams, table_size)
     if late:
         click.echo(f"registered after the start, waiting for admit-late/refuse-late: {', '.join(late)}", err=True)
-    config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3)
+    config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3, pace)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.tournament_arenas(referee_state, prefixes, config, key)
     bootstrap.claim(target, games, store, fresh=False)

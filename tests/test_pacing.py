@@ -1,0 +1,51 @@
+"""Paced play for the room (``--pace``, Config.pace_s): after a salvo's
+results the next turn is announced only ``pace_s`` later; nobody may fire
+meanwhile, and the turn's timeout starts with its announcement. Journaled
+like every timer: a replay of the events carries on the same."""
+
+from __future__ import annotations
+
+import json
+
+from salvo.engine import Config, Game, Phase, Tick
+from salvo.errors import Code
+from salvo.journalformat import config_from_json, config_to_json
+from test_game_record import Logged
+
+from kit import COLUMNS, ROWS, Driver
+
+
+def test_the_next_turn_waits_for_the_pace_and_its_deadline_starts_then() -> None:
+    d = Driver(seed=2, pace_s=2.0, turn_timeout=10)
+    d.start({"a": ROWS, "b": COLUMNS})
+    first = d.cur
+    out = d.idle_turn()
+    topics = [p.topic for p in out]
+    assert d.t.salvo in topics and d.t.turn not in topics  # results now, the next turn later
+    assert d.game.current is None and d.game.turn == 1 and d.game.next_deadline() == d.now + 2.0
+    d.rejected(d.shot("a", 0, 0, shooter=first), "between turns", code=Code.NOT_IN_TURN)
+    d.rejected(d.shot("a", 0, 0, shooter=d.game.upcoming), code=Code.NOT_IN_TURN)
+    assert not d.ok(Tick(d.now + 1.9)) and d.game.current is None  # not yet
+    announced = d.tick(2.5)
+    assert [p.topic for p in announced] == [d.t.deadline, d.t.turn, d.t.current]
+    assert json.loads(announced[0].payload)["at"] == d.now + 10  # the whole turn timeout, from now
+    assert d.game.current != first and d.game.turn == 2
+
+
+def test_a_replay_of_a_paced_game_reaches_the_same_state() -> None:
+    d = Logged(seed=2, pace_s=0.5)
+    events = d.events
+    d.start({"a": ROWS, "b": COLUMNS})
+    d.idle_turn()  # mid-pause now
+    again = Game(Config(pace_s=0.5), d.t, seed=2)
+    for ev in events:
+        again.handle(ev)
+    assert again.snapshot() == d.game.snapshot()
+    assert again.phase is Phase.TURN and again.upcoming == d.game.upcoming
+
+
+def test_old_journals_load_without_a_pace_and_new_ones_keep_it() -> None:
+    old = '{"max_missed_turns": 3, "max_players": 10, "min_players": 2, "placement_timeout": 60.0,'
+    old += ' "reset_after": 300.0, "turn_timeout": 30.0}'
+    assert config_from_json(old).pace_s == 0.0
+    assert config_from_json(config_to_json(Config(pace_s=1.5))).pace_s == 1.5
