@@ -5,14 +5,24 @@ like every timer: a replay of the events carries on the same."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
+from typing import Any
 
+from salvo.bots import make_strategy
+from salvo.client import SalvoClient
 from salvo.engine import Config, Game, Phase, Tick
 from salvo.errors import Code
 from salvo.journalformat import config_from_json, config_to_json
+from salvo.mqtt import Broker
+from salvo.topics import Topics
+from salvo.watch import Recorder
 from test_game_record import Logged
 
+from conftest import RefereeFactory
 from kit import COLUMNS, ROWS, Driver
+from mosquitto import Mosquitto
 
 
 def test_the_next_turn_waits_for_the_pace_and_its_deadline_starts_then() -> None:
@@ -49,3 +59,41 @@ def test_old_journals_load_without_a_pace_and_new_ones_keep_it() -> None:
     old += ' "reset_after": 300.0, "turn_timeout": 30.0}'
     assert config_from_json(old).pace_s == 0.0
     assert config_from_json(config_to_json(Config(pace_s=1.5))).pace_s == 1.5
+
+
+def test_a_paced_game_on_the_broker_finishes_and_every_turn_waits_the_pace(
+    broker: Mosquitto, start_referee: RefereeFactory, prefix: str, watcher: Recorder
+) -> None:
+    """Two SDK bots through the shipped broker config: each next turn is
+    announced no sooner than the pace after the previous salvo's result, and
+    the game ends with its record."""
+    pace = 0.1  # some 50 turns: a few seconds
+    start_referee(pace_s=pace, turn_timeout=5)
+    names = ["ada", "bob"]
+    results: dict[str, list[Any]] = {}
+
+    def play(name: str) -> None:
+        client = SalvoClient(name, f"{name}-secret", Broker.from_url(broker.url("referee")), prefix=prefix)
+        client.connect()
+        try:
+            results[name] = client.play(make_strategy("hunt-target", name), games=1)
+        finally:
+            client.close()
+
+    bots = [threading.Thread(target=play, args=(n,), daemon=True) for n in names]
+    for b in bots:
+        b.start()
+    t = Topics(prefix)
+    watcher.wait_for(t.state, "over", timeout=120)
+    for b in bots:
+        b.join(30)
+    assert all(len(results.get(n, [])) == 1 for n in names)
+    record = json.loads(watcher.wait_for(t.record).payload)
+    assert record["winner"] == results["ada"][0].winner
+    # Every turn after the first comes at least `pace` after the salvo before it
+    # (measured on the watcher's clock, which sees both messages late by about the same).
+    timeline = [(m.topic, m.at) for m in watcher.messages if m.topic in (t.salvo, t.turn) and m.payload]
+    gaps = [b[1] - a[1] for a, b in itertools.pairwise(timeline) if a[0] == t.salvo and b[0] == t.turn]
+    assert len(gaps) == len(record["salvos"]) - 1, (len(gaps), len(record["salvos"]))
+    # (each gap within the watcher's delivery jitter; together, the pace every time)
+    assert min(gaps) >= pace - 0.03 and sum(gaps) >= pace * len(gaps), (min(gaps), sum(gaps) / len(gaps))
