@@ -119,8 +119,11 @@ def test_the_server_hands_out_the_page_and_nothing_else() -> None:
     server = SpectatorServer(("127.0.0.1", 0), None)
     server.start()
     try:
-        body = urllib.request.urlopen(server.url, timeout=5).read().decode()
-        assert "<title>salvo" in body and 'new EventSource("events")' in body
+        page = urllib.request.urlopen(server.url, timeout=5).read().decode()
+        assert "<title>salvo" in page
+        scripts = ("spectate.js", "board.js", "replay", "replay.js")
+        body = page + "".join(urllib.request.urlopen(server.url + f, timeout=5).read().decode() for f in scripts)
+        assert 'new EventSource("events")' in body
         # No MQTT in the browser, no broker address to fill in.
         assert "WebSocket" not in body and "9001" not in body and "__SALVO" not in body
         with pytest.raises(urllib.error.HTTPError, match="404"):
@@ -415,7 +418,9 @@ def test_the_page_follows_a_live_game_in_chromium(
     _until(browser, "the winner", lambda: f"Winner: {first}" in _card_text(browser, prefix))
     _until(browser, "the final turn", lambda: f"Game over after turn {last_turn}" in _card_text(browser, prefix))
     loser = _text(browser, f'article[data-arena="{prefix}"] tr.defeated[data-player="{other}"]')
-    assert loser.split()[:2] == [other, "5"]  # five ships sunk
+    assert loser.split()[:3] == [other, "0", "0"]  # no ship left, none sunk of the other's
+    won = _text(browser, f'article[data-arena="{prefix}"] tr.won[data-player="{first}"]')
+    assert won.split()[:3] == [first, "5", "5"]  # every ship left, five of the other's sunk
     _until(browser, "the defeat", lambda: f"{other} is defeated" in _card_text(browser, prefix))
 
     standings = {
@@ -452,9 +457,9 @@ def test_the_page_follows_a_live_game_in_chromium(
     watcher.publish("/tournament/standings", json.dumps(standings), retain=True)
     _until(browser, "the standings", lambda: "1 game played" in _text(browser, "#standings"))
     top = _text(browser, "#standings tbody tr").split()
-    assert top[:2] == ["1", first] and top[7] == "2" and top[-1] == "100.0%"
+    assert top == ["1", first, "2", "1-0-0", "0", "–"]  # points, W-D-L, forfeits, no Buchholz yet
     second = _text(browser, "#standings tbody tr:nth-child(2)").split()
-    assert second[1:3] == [other, "(withdrawn)"] and second[7] == "1"  # L 1, of it F 1: forfeits show
+    assert second == ["2", other, "(withdrawn)", "0", "0-0-1", "1", "–"]  # L 1, of it F 1: forfeits show
     browser.save_screenshot(str(SHOTS / "spectate-winner.png"))
 
     # The broker restarts during the evening: the server reconnects and

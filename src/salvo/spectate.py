@@ -17,6 +17,16 @@ on ``GET /events``:
 A slow or dead browser cannot hold anything up: the MQTT thread only appends
 to bounded per-browser queues, and a browser whose queue is full is dropped
 (its EventSource reconnects and starts again from a fresh snapshot).
+
+The page itself is ``/`` (the projector), with its static files, and
+``/replay``, the replay viewer. Game records (``/game/record``, retained at
+game over and cleared at reset) are also kept by game id after their arena
+moved on, so that a replay link stays good all evening:
+
+- ``GET /record?arena=<prefix>``: the arena's current record (``-`` or empty
+  for the unprefixed arena);
+- ``GET /record?game=<id>``: a record seen tonight, by its game id;
+- ``GET /record``: the record this server was started with (``salvo replay``).
 """
 
 from __future__ import annotations
@@ -29,11 +39,13 @@ import secrets
 import socket
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
@@ -50,24 +62,66 @@ MAX_TOPICS = 20_000  # retained topics remembered (about 80 per 10-player arena)
 MAX_BYTES = 32 * 1024 * 1024  # encoded size of everything remembered
 MAX_CLIENTS = 500
 WRITE_TIMEOUT_S = 30.0  # a browser that accepts nothing this long is gone
+MAX_RECORDS = 200  # finished games' records kept by id (each at most 64 kB)
+STATIC = {  # path -> (file under salvo/data, content type)
+    "/": ("spectate.html", "text/html; charset=utf-8"),
+    "/index.html": ("spectate.html", "text/html; charset=utf-8"),
+    "/replay": ("replay.html", "text/html; charset=utf-8"),
+    "/spectate.css": ("spectate.css", "text/css; charset=utf-8"),
+    "/spectate.js": ("spectate.js", "text/javascript; charset=utf-8"),
+    "/board.js": ("board.js", "text/javascript; charset=utf-8"),
+    "/replay.js": ("replay.js", "text/javascript; charset=utf-8"),
+}
 _BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not authorized, bad auth method
 
 
 def subscriptions() -> list[str]:
     """Every public topic of every arena (unprefixed and ``/<prefix>/...``)
     and the tournament's topics; never a private one."""
-    public = Topics().public_filters
+    # /game/record (the replays) is named here too: older topic tables left it out.
+    public = list(dict.fromkeys([*Topics().public_filters, "/game/record"]))
     return [*public, *(f"/+{f}" for f in public), TournamentTopics.standings, TournamentTopics.schedule]
 
 
-def page() -> bytes:
-    return (files("salvo") / "data" / "spectate.html").read_bytes()
+def page(name: str = "spectate.html") -> bytes:
+    return (files("salvo") / "data" / name).read_bytes()
+
+
+def record_game(payload: bytes) -> str | None:
+    """The game id of a record, None when it is not one."""
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and isinstance(doc.get("game"), str) and isinstance(doc.get("salvos"), list):
+        return str(doc["game"])
+    return None
 
 
 def sse(data: object, event: str | None = None) -> bytes:
     """One server-sent event. JSON has no raw line breaks, so one data line."""
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def read_records(text: str) -> list[bytes]:
+    """The game records in a file: one record (JSON), or every record of a
+    JSON-lines file (``salvo journal export``; a line may hold its record
+    under ``"record"``), in file order."""
+    try:
+        docs = [json.loads(text)]
+    except ValueError:
+        docs = []
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError):
+                docs.append(json.loads(line))
+    found = []
+    for doc in docs:
+        wrapped = isinstance(doc, dict) and "salvos" not in doc
+        raw = json.dumps(doc.get("record") if wrapped else doc, separators=(",", ":")).encode()
+        if record_game(raw) is not None:
+            found.append(raw)
+    return found
 
 
 @dataclass(eq=False)
@@ -106,6 +160,7 @@ class Hub:
         self._retained: OrderedDict[str, bytes] = OrderedDict()  # topic -> its encoded event
         self._size = 0
         self._clients: set[Client] = set()
+        self._records: OrderedDict[str, bytes] = OrderedDict()  # game id -> record, newest last
         self.broker_up = False
 
     def attach(self, sock: socket.socket | None) -> tuple[Client, list[bytes]] | None:
@@ -135,9 +190,34 @@ class Hub:
         with self._lock:
             return {t: json.loads(e.split(b"data: ", 1)[1])["payload"] for t, e in self._retained.items()}
 
+    def record(self, *, arena: str | None = None, game: str | None = None) -> bytes | None:
+        """An arena's current record (prefix, "" unprefixed) or one by game id."""
+        with self._lock:
+            if game is not None:
+                return self._records.get(game)
+            topic = f"/{arena}/game/record" if arena else "/game/record"
+            event = self._retained.get(topic)
+        if event is None:
+            return None
+        text: str = json.loads(event.split(b"data: ", 1)[1])["payload"]
+        return text.encode()
+
+    def keep_record(self, payload: bytes) -> str | None:
+        """Remember a record by its game id (bounded); the id, or None."""
+        game = record_game(payload)
+        if game is not None:
+            with self._lock:
+                self._records.pop(game, None)
+                self._records[game] = payload
+                while len(self._records) > MAX_RECORDS:
+                    self._records.popitem(last=False)
+        return game
+
     def message(self, topic: str, payload: bytes, retained: bool) -> None:
         text = payload.decode("utf-8", errors="replace")
         event = sse({"topic": topic, "payload": text, "retained": retained})
+        if payload and topic.endswith("/game/record"):
+            self.keep_record(payload)
         with self._lock:
             if retained:
                 self._remember(topic, event if payload else None)
@@ -261,9 +341,15 @@ class SpectatorServer(ThreadingHTTPServer):
     daemon_threads = True
     heartbeat_s = HEARTBEAT_S
 
-    def __init__(self, address: tuple[str, int], broker: Broker | None, hub: Hub | None = None) -> None:
-        self.body = page()
+    def __init__(
+        self, address: tuple[str, int], broker: Broker | None, hub: Hub | None = None, records: Sequence[bytes] = ()
+    ) -> None:
+        self.files = {path: (page(name), kind) for path, (name, kind) in STATIC.items()}
         self.hub = hub or Hub()
+        #: what ``GET /record`` answers: the last of ``records`` (``salvo replay``)
+        self.own_record = records[-1] if records else None
+        for record in records:
+            self.hub.keep_record(record)
         super().__init__(address, _Handler)
         self.feed = Feed(self.hub, broker) if broker else None
         if self.feed:
@@ -295,18 +381,33 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = WRITE_TIMEOUT_S
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/events":
+        url = urlsplit(self.path)
+        if url.path == "/events":
             self._stream()
-        elif path in ("/", "/index.html"):
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(self.server.body)))
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
-            self.wfile.write(self.server.body)
+        elif url.path == "/record":
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if "game" in query:
+                body = self.server.hub.record(game=query["game"])
+            elif "arena" in query:
+                body = self.server.hub.record(arena=query["arena"].strip("-/"))
+            else:
+                body = self.server.own_record
+            if body is None:
+                self.send_error(HTTPStatus.NOT_FOUND, "no such record (yet)")
+            else:
+                self._send(body, "application/json")
+        elif url.path in self.server.files:
+            self._send(*self.server.files[url.path])
         else:
-            self.send_error(HTTPStatus.NOT_FOUND, "only / and /events are served here")
+            self.send_error(HTTPStatus.NOT_FOUND, "only the page, its files, /record and /events are served here")
+
+    def _send(self, body: bytes, kind: str) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        self.wfile.write(body)
 
     def _stream(self) -> None:
         attached = self.server.hub.attach(self.connection)

@@ -45,6 +45,7 @@ for _command in (
     play.bot,
     play.demo,
     play.spectate,
+    play.replay,
     bench.bench,
     conformance.conformance,
     journal.journal,

@@ -1,15 +1,17 @@
-"""Playing and watching: ``salvo bot``, ``salvo demo``, ``salvo spectate``."""
+"""Playing and watching: ``salvo bot``, ``salvo demo``, ``salvo spectate``, ``salvo replay``."""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+from pathlib import Path
 
 import click
 
 from salvo.cli.common import (
     BrokerRefused,
+    LocalFileError,
     SalvoError,
     broker_option,
     connection_exits,
@@ -178,6 +180,52 @@ def spectate(host: str, port: int, broker: str, username: str | None, password: 
         if server.feed.refused:
             raise BrokerRefused(server.feed.refused)
         click.echo(f"spectator page on {server.url} (broker: {target.url}); Ctrl-C stops")
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.close()
+
+
+@click.command()
+@click.argument("record_file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port (default: a free one).")
+@click.option("--no-browser", is_flag=True, help="Only print the viewer's address.")
+@log_level_option
+def replay(record_file: Path, host: str, port: int, no_browser: bool, log_level: str) -> None:
+    """Replay a finished game in the browser, salvo by salvo.
+
+    FILE is a game record (the JSON of /game/record) or a `salvo journal
+    export` JSON-lines file (its last record is shown). A local server serves
+    the replay viewer with it; its address is printed and opened in a browser.
+    The viewer steps, scrubs and plays at any speed; its address always
+    points at the salvo shown.
+    """
+    import webbrowser
+
+    from salvo.spectate import SpectatorServer, read_records
+
+    setup_logging(log_level)
+    try:
+        records = read_records(record_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LocalFileError(f"cannot read {record_file}: {exc}") from None
+    if not records:
+        raise LocalFileError(f"{record_file} holds no game record")
+    try:
+        server = SpectatorServer((host, port), None, records=records)
+    except OSError as exc:
+        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    url = f"{server.url}replay"
+    try:
+        click.echo(f"replay viewer of {record_file} on {url} (Ctrl-C stops)")
+        if not no_browser:
+            webbrowser.open(url)
         stop.wait()
     except KeyboardInterrupt:
         pass

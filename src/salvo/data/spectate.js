@@ -1,0 +1,296 @@
+"use strict";
+// The projector: a read-only spectator. `salvo spectate` reads the broker and
+// streams every public message here as server-sent events (see
+// salvo/spectate.py), so the browser needs no MQTT and nothing from the
+// internet at the venue. Only public information is drawn: during a game the
+// salvo rule hides which shots hit, so the boards show sunk ships, not cells;
+// once the game is over its record (/game/record) is replayed on real boards.
+const { el, json, plural } = Salvo;
+const params = new URLSearchParams(location.search);
+const PACE_MS = Math.max(100, Number(params.get("pace")) || 1600);  // one salvo of a replay
+const HOLD_MS = 6000;  // the end of a replay stays up this long before it starts over
+
+// -- what the page knows ---------------------------------------------------------
+const arenas = new Map();  // prefix ("" for unprefixed) -> arena model
+let standings = null, schedule = null;
+
+function fresh() {
+  return { turn: null, current: "", deadline: null, salvo: null, salvos: new Map(), winner: "", lost: new Map(),
+           sunkBy: new Map(), defeated: new Set(), stats: new Map(), summary: null, feed: [], record: null,
+           replayAt: 0, replayNext: 0 };
+}
+
+function arena(prefix) {
+  if (!arenas.has(prefix)) arenas.set(prefix, { state: "", server: "", players: [], ...fresh() });
+  return arenas.get(prefix);
+}
+
+function note(a, line) { a.feed.unshift(line); a.feed.length = Math.min(a.feed.length, 3); }
+
+// Only this game's players are news (a stale topic of another game is not).
+function playing(a, name) { return !a.players.length || a.players.includes(name); }
+
+function onMessage(topic, text) {
+  const lv = topic.split("/");  // ["", prefix?, "game"|"players", ...]
+  if (topic === "/tournament/standings") { standings = json(text); return render(); }
+  if (topic === "/tournament/schedule") { schedule = json(text); return render(); }
+  if (lv[1] === "tournament") return;
+  const prefixed = lv[1] !== "game" && lv[1] !== "players";
+  const prefix = prefixed ? lv[1] : "";
+  const a = arena(prefix);
+  const [family, ...sub] = lv.slice(prefixed ? 2 : 1);
+  if (family === "game") {
+    const what = sub.join("/");
+    if (what === "state") {
+      // Back to the lobby: a new game; nothing of the last one stays up.
+      if (text === "lobby" && a.state && a.state !== "lobby") Object.assign(a, fresh());
+      a.state = text;
+    } else if (what === "server") a.server = text;
+    else if (what === "turn") a.turn = json(text);
+    else if (what === "current") a.current = text;
+    else if (what === "deadline") a.deadline = json(text);
+    else if (what === "salvo") {
+      const s = json(text);
+      if (s && !a.salvos.has(s.turn)) note(a, Salvo.salvoLine(s));
+      a.salvo = s;
+      if (s) a.salvos.set(s.turn, s);
+    } else if (what === "winner") {
+      a.winner = text;
+      if (text) note(a, `${text} wins`);
+    } else if (what === "record") {
+      const r = json(text);
+      a.record = Salvo.isRecord(r) ? r : null;
+      a.replayAt = 0; a.replayNext = performance.now() + PACE_MS;
+    } else if (what === "stats/summary") a.summary = json(text);
+    else if (sub[0] === "stats" && sub[1] === "players") {
+      if (text) a.stats.set(sub[2], json(text)); else a.stats.delete(sub[2]);
+    }
+  } else if (family === "players") {
+    if (sub[0] === "list") a.players = json(text) || [];
+    else if (sub[1] === "defeated") {
+      if (text === "true") { if (!a.defeated.has(sub[0]) && playing(a, sub[0])) note(a, `${sub[0]} is defeated`); a.defeated.add(sub[0]); }
+      else a.defeated.delete(sub[0]);
+    } else if (sub[1] === "ships" && sub[3] === "sunk") {
+      const ships = a.lost.get(sub[0]) || new Set();
+      if (text === "true" && !ships.has(sub[2])) {
+        if (playing(a, sub[0])) note(a, `${sub[0]}'s ${sub[2]} sunk`);
+        // Sinks follow the salvo that sank them (docs/protocol.md section 6).
+        const by = a.salvo && a.salvo.player;
+        if (by && by !== sub[0]) a.sunkBy.set(by, (a.sunkBy.get(by) || 0) + 1);
+        ships.add(sub[2]);
+      } else if (text !== "true") ships.delete(sub[2]);
+      a.lost.set(sub[0], ships);
+    }
+  }
+  render();
+}
+
+// -- drawing ---------------------------------------------------------------------
+let pending = false;
+function render() { if (!pending) { pending = true; requestAnimationFrame(draw); } }
+
+// The scheduled game of these players (its teams, in schedule order), if any.
+function fixture(a) {
+  const games = schedule && Array.isArray(schedule.games) ? schedule.games : [];
+  const names = a.players.length ? a.players : (a.record ? a.record.players : []);
+  return games.find((g) => Array.isArray(g) && names.some((n) => g.includes(n))) || null;
+}
+
+function countdown(a) {
+  const d = a.deadline;
+  if (!d || (a.state === "over" && d.phase !== "reset")) return null;
+  const label = { turn: "", placement: "placing ", reset: "next game " }[d.phase] ?? "";
+  return el("span", { class: "countdown", "data-testid": "countdown", "data-at": d.at, "data-paused": d.paused ? "1" : "",
+                      "data-left": d.left ?? "", "data-label": label });
+}
+
+function tickCountdowns() {
+  const now = Date.now() / 1000;
+  for (const c of document.querySelectorAll(".countdown")) {
+    const paused = c.dataset.paused === "1";
+    const left = paused ? Number(c.dataset.left) : Math.max(0, Number(c.dataset.at) - now);
+    const s = Math.ceil(left), text = s >= 60 ? `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : `${s}s`;
+    c.textContent = paused ? `PAUSED ${Number.isFinite(left) ? text : ""}`.trim() : `${c.dataset.label}${text}`;
+    c.className = `countdown${paused ? " paused" : left <= 5 ? " soon" : ""}`;
+  }
+}
+
+function headline(a) {
+  const game = fixture(a);
+  const teams = game || a.players;
+  const h = el("div", { class: "headline", "data-testid": "headline" });
+  if (!teams.length) { h.textContent = "Waiting for teams"; return h; }
+  teams.forEach((t, i) => { if (i) h.append(el("span", { class: "vs", text: " vs " })); h.append(el("span", { text: t })); });
+  return h;
+}
+
+function turnLine(a) {
+  const t = a.turn;
+  const text = a.state === "turn" && t
+    ? `Turn ${t.turn}: ${t.player} fires ${plural(t.shots, "shot")}`
+    : a.state === "over" ? (t ? `Game over after turn ${t.turn}` : "Game over")
+    : a.state === "lobby" ? `Lobby: ${plural(a.players.length, "player")} joined` : "";
+  return el("div", { class: "turn-line" }, el("span", { "data-testid": "turn", text }), countdown(a));
+}
+
+function shotsOf(a, name) {
+  const st = a.stats.get(name);
+  if (st) return [st.shots, st.hits, st.ships_sunk];
+  let shots = 0, hits = 0;
+  for (const s of a.salvos.values()) if (s.player === name) { shots += s.shots; hits += s.hits; }
+  return [shots, hits, a.sunkBy.get(name) || 0];
+}
+
+function playersTable(a) {
+  const head = el("tr", {}, el("th", { text: "player" }), el("th", { text: "fleet" }),
+    el("th", { class: "num", title: "ships left", text: "left" }), el("th", { class: "num", title: "ships this player sank", text: "sunk" }),
+    el("th", { class: "num", text: "shots" }), el("th", { class: "num", text: "hits" }));
+  const body = el("tbody");
+  for (const name of a.players) {  // this game's players only
+    const cls = name === a.winner ? "won" : a.defeated.has(name) ? "defeated"
+              : (a.state === "turn" && name === a.current) ? "current" : "";
+    const lost = a.lost.get(name) || new Set();
+    const [shots, hits, sunk] = shotsOf(a, name);
+    body.append(el("tr", { class: cls, "data-player": name },
+      el("td", { class: "name", text: name }), el("td", {}, Salvo.fleetStrip(lost)),
+      el("td", { class: "num", text: String(5 - lost.size) }), el("td", { class: "num", text: String(sunk) }),
+      el("td", { class: "num", text: String(shots) }), el("td", { class: "num", text: String(hits) })));
+  }
+  return el("table", { class: "players" }, el("thead", {}, head), body);
+}
+
+function replay(a) {
+  const r = a.record, at = a.replayAt;
+  const boards = Salvo.replayState(r, at);
+  const s = at ? r.salvos[at - 1] : null;
+  const wrap = el("div", { class: "replay", "data-testid": "replay", "data-salvo": at });
+  wrap.append(el("div", { class: "salvo-line", text: s ? `Replay · ${Salvo.salvoLine(s)}` : "Replay · the fleets" }));
+  // Bigger boards when this arena has the screen (nearly) to itself.
+  const alone = [...arenas.values()].filter((x) => x.state).length === 1;
+  const cell = `${(alone ? 40 : 26) - (r.players.length > 2 ? 10 : 0)}px`;
+  const box = el("div", { class: "boards", style: `--cell:${cell}` });
+  for (const name of r.players) box.append(Salvo.board(name, boards.get(name), { winner: r.winner }));
+  wrap.append(box);
+  return wrap;
+}
+
+function arenaCard(prefix, a) {
+  const card = el("article", { class: "arena", "data-arena": prefix || "(default)" });
+  const round = schedule && fixture(a) ? `round ${schedule.round}` : "";
+  const down = a.server === "down" && a.state !== "over";
+  card.append(el("div", { class: "arena-top" }, el("span", { text: prefix || "main table" }),
+    el("span", { class: `badge ${a.state}`, "data-testid": "state", text: a.state || "…" }),
+    a.record && a.state === "over" ? el("span", { class: "badge replay", text: "replay" }) : null,
+    down ? el("span", { class: "badge down", text: "referee down" }) : null,
+    round ? el("span", { text: round }) : null));
+  card.append(headline(a), turnLine(a));
+  if (a.winner || a.state === "over") {
+    const text = a.winner ? `Winner: ${a.winner}` : (a.summary && a.summary.termination === "draw" ? "Draw" : "");
+    card.append(el("div", { class: "winner", "data-testid": "winner", text }));
+  }
+  const s = a.salvo;
+  card.append(el("div", { class: "salvo-line", "data-testid": "salvo",
+                          text: s ? `Last salvo: ${s.player}, ${plural(s.hits, "hit")} of ${s.shots}` : "" }));
+  card.append(playersTable(a));
+  const feed = el("ul", { class: "feed", "data-testid": "feed" });
+  for (const line of a.feed) feed.append(el("li", { text: line }));
+  if (a.record && a.state === "over") {
+    const r = replay(a);
+    r.querySelector(".boards").append(feed);  // beside the boards: the card stays on the screen
+    card.append(r);
+  } else card.append(feed);
+  return card;
+}
+
+function drawHeader() {
+  document.getElementById("round").textContent = schedule && schedule.round ? `Round ${schedule.round}` : "";
+  const playing = [...arenas.values()].map((a) => a.players.join(" "));
+  const fixtures = schedule && Array.isArray(schedule.fixtures) ? schedule.fixtures : [];
+  const next = fixtures.filter((f) => !f.done && Array.isArray(f.teams)
+                               && !playing.some((p) => f.teams.every((t) => p.split(" ").includes(t))))
+    .slice(0, 3).map((f) => f.teams.join(" vs "));
+  document.getElementById("next").textContent = next.length ? `Next: ${next.join(" · ")}` : "";
+}
+
+function drawStandings() {
+  const side = document.getElementById("standings");
+  const table = side.querySelector("table"), tbody = table.querySelector("tbody");
+  const rows = standings && Array.isArray(standings.table) ? standings.table : [];
+  table.hidden = !rows.length;
+  const played = standings ? standings.games_played : 0;
+  document.getElementById("standings-note").textContent = rows.length
+    ? `${standings.format}, ${plural(played, "game")} played${standings.paused ? " · PAUSED" : ""}` : "No tournament running.";
+  tbody.replaceChildren(...rows.map((r, i) => el("tr", { "data-team": r.team, class: r.withdrawn ? "withdrawn" : "" },
+    el("td", { text: String(i + 1) }),
+    el("td", { class: "name" }, el("span", { text: r.team }), r.withdrawn ? el("span", { class: "note", text: " (withdrawn)" }) : null),
+    ...[r.points, `${r.wins}-${r.draws}-${r.losses}`, r.forfeits ?? 0, r.buchholz ?? "–"]
+      .map((v) => el("td", { class: "num", text: String(v) })))));
+}
+
+// The tournament is over: the room sees its champion, not stopped referees.
+function drawChampion() {
+  const box = document.getElementById("champion");
+  const rows = standings && standings.done && Array.isArray(standings.table) ? standings.table : [];
+  box.hidden = !rows.length;
+  if (!rows.length) return;
+  const [top, ...rest] = rows;
+  box.replaceChildren(el("div", { class: "title", text: "CHAMPION" }),
+    el("div", { class: "team", "data-testid": "champion-team", text: top.team }),
+    el("div", { class: "line", text: `${plural(top.points, "point")} · ${top.wins}-${top.draws}-${top.losses}`
+                                     + (top.buchholz !== undefined ? ` · Buchholz ${top.buchholz}` : "") }),
+    el("ol", {}, ...rest.slice(0, 3).map((r, i) => el("li", { text: `${i + 2}. ${r.team} · ${plural(r.points, "point")}` }))));
+}
+
+function draw() {
+  pending = false;
+  const box = document.getElementById("arenas");
+  const keys = [...arenas.keys()].filter((k) => arenas.get(k).state).sort();
+  box.replaceChildren(...(keys.length ? keys.map((k) => arenaCard(k, arenas.get(k)))
+                                      : [el("p", { class: "empty", text: "Waiting for a referee…" })]));
+  drawHeader(); drawStandings(); drawChampion(); tickCountdowns();
+}
+
+// Replays move on at a human pace; countdowns tick.
+setInterval(() => {
+  const now = performance.now();
+  for (const a of arenas.values()) {
+    if (!a.record || a.state !== "over" || now < a.replayNext) continue;
+    const end = a.record.salvos.length;
+    a.replayAt = a.replayAt >= end ? 0 : a.replayAt + 1;
+    a.replayNext = now + (a.replayAt >= end ? HOLD_MS : PACE_MS);
+    render();
+  }
+  tickCountdowns();
+}, 100);
+
+// -- the stream ------------------------------------------------------------------
+function onStatus(kind, text) {
+  const c = document.getElementById("conn");
+  c.className = kind; c.textContent = text;
+}
+
+// A "status" event with reset: forget everything, the whole state follows
+// (a new stream, or the server's broker connection is back).
+function onServerStatus(s) {
+  if (s.reset) { arenas.clear(); standings = null; schedule = null; render(); }
+  if (s.broker === "up") {
+    onStatus("up", "live");
+    window.salvoConnections = (window.salvoConnections || 0) + 1;  // for tests and the curious
+  } else {
+    onStatus("down", "the server lost the broker; retrying…");
+  }
+}
+
+function listen() {
+  onStatus("connecting", "connecting…");
+  const events = new EventSource("events");
+  events.addEventListener("status", (ev) => { const s = json(ev.data); if (s) onServerStatus(s); });
+  events.onmessage = (ev) => { const m = json(ev.data); if (m) onMessage(m.topic, m.payload); };
+  events.onerror = () => {
+    onStatus("down", "lost the server; retrying…");
+    // The browser retries by itself unless the stream failed for good.
+    if (events.readyState === EventSource.CLOSED) setTimeout(listen, 2000);
+  };
+}
+
+listen();
