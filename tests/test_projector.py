@@ -5,11 +5,13 @@ the finished game replayed on boards, nothing of a game left after its
 reset, and the champion when the tournament is done. The topics are
 published here as the referee and the director would (retained where they
 retain), so every step is known; tests/test_spectate.py follows a real
-referee. Screenshots of each screen go to docs/screenshots/."""
+referee. Screenshots of each screen go to build/screenshots/, or with
+SALVO_DOC_SCREENSHOTS=1 to docs/screenshots/ (the ones the guide shows)."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,7 +28,7 @@ from mqttkit import Recorder
 broker, serve, tidy, browser = test_spectate.broker, test_spectate.serve, test_spectate.tidy, test_spectate.browser
 _text, _until = test_spectate._text, test_spectate._until
 
-DOCS_SHOTS = ROOT / "docs" / "screenshots"
+DOCS_SHOTS = ROOT / ("docs" if os.environ.get("SALVO_DOC_SCREENSHOTS") else "build") / "screenshots"
 SCHEDULE = {
     "round": 2,
     "games": [["alice", "bob"], ["carol", "dave"]],
@@ -71,6 +73,12 @@ STANDINGS = {
         _row("dave", 1, 0, 1, 0, 2, forfeits=1),
     ],
 }
+
+
+@pytest.fixture
+def prefix() -> str:
+    """An arena named as on a tournament night (this module's broker is its own)."""
+    return "arena1"
 
 
 @pytest.fixture
