@@ -450,7 +450,9 @@ def test_the_spectate_container_command_serves_the_page() -> None:
 
     try:
         wait_until(served, what="the page served")
-        assert b"<title>salvo" in body[0] and b"new EventSource(" in body[0]
+        assert b"<title>salvo" in body[0] and b'<script src="spectate.js">' in body[0]
+        script = urllib.request.urlopen(f"http://127.0.0.1:{free}/spectate.js", timeout=2).read()
+        assert b"new EventSource(" in script  # the page reads the server's event stream, never MQTT
         assert _healthcheck("spectate", {}, (f":{port}/", f":{free}/")) == 0
     finally:
         proc.terminate()
