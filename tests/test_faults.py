@@ -15,8 +15,10 @@ from salvo.chaos import SCENARIOS, Options, OwnBroker, run_chaos
 
 pytestmark = pytest.mark.mqtt
 
-#: The scenarios a sample covers, and the faults each must have injected.
-SAMPLE = [s for s in SCENARIOS if s != "disk"]
+#: The scenarios a sample covers, and the faults each must have injected;
+#: the volatile broker and the freeze run with ``pytest -m long``.
+LONG = ("broker-volatile", "freeze")
+SAMPLE = [pytest.param(s, marks=pytest.mark.long) if s in LONG else s for s in SCENARIOS if s != "disk"]
 
 
 @pytest.mark.parametrize("scenario", SAMPLE)

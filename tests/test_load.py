@@ -5,12 +5,15 @@ sanity bound on memory."""
 
 from __future__ import annotations
 
+import pytest
+
 from salvo.mqtt import Broker
 from salvo.stress import run_arenas, run_flood
 
 from mosquitto import Mosquitto
 
 
+@pytest.mark.long
 def test_ten_arenas_of_four_players_in_one_referee(broker: Mosquitto) -> None:
     result = run_arenas(Broker.from_url(broker.url("referee")), arenas=10, players=4)
     print(f"\n{result}")

@@ -45,6 +45,7 @@ def test_games_are_played_with_legal_shots_only(name: str) -> None:
                 assert all(0 <= x < 10 and 0 <= y < 10 and t != view.me for t, x, y in salvo.shots)
 
 
+@pytest.mark.long
 def test_solo_benchmark_orders_like_the_published_anchors() -> None:
     # Exactly what `salvo bench strategies` reports by default (500 fleets, seed 0).
     results = {r.strategy: r for r in solo_benchmark()}
