@@ -122,6 +122,27 @@ key_file_option = click.option(
     show_default=True,
     help="The referee's X25519 key (created 0600 on first run).",
 )
+#: The referee's and the director's: how long the broker keeps the referee's session.
+resume_window_option = click.option(
+    "--resume-window",
+    type=click.IntRange(min=1),
+    default=120,
+    show_default=True,
+    envvar="SALVO_RESUME_WINDOW",
+    help="Seconds the referee may be away (stopped, crashed, cut off) and still take what teams sent meanwhile:"
+    " its MQTT session expiry. Away longer, it starts on a clean session and the broker drops that backlog"
+    " (docs/reliability.md).",
+)
+#: The referee's and the director's: slower play for the room.
+pace_option = click.option(
+    "--pace",
+    type=click.FloatRange(min=0, max=3600),
+    default=0.0,
+    show_default=True,
+    envvar="SALVO_PACE",
+    help="Seconds between a salvo's results and the next turn, for spectators (nobody fires meanwhile;"
+    " the turn timeout starts with the turn).",
+)
 log_level_option = click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )

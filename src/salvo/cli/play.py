@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +21,10 @@ from salvo.cli.common import (
     parse_broker,
     setup_logging,
 )
+
+if TYPE_CHECKING:
+    from salvo.mqtt import Broker
+    from salvo.spectate import SpectatorServer
 
 
 @click.command()
@@ -163,23 +169,36 @@ def spectate(host: str, port: int, broker: str, username: str | None, password: 
     needs nothing from the internet. Put it on the projector: one page shows
     every arena and the tournament table.
     """
-    from salvo.spectate import SpectatorServer
-
     setup_logging(log_level)
     target = parse_broker(broker, username, password)
-    try:
-        server = SpectatorServer((host, port), target)
-    except OSError as exc:
-        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server.start()
-    try:
+    server = _spectator_server(host, port, target)
+
+    def ready() -> None:
         assert server.feed is not None
         server.feed.settled.wait(10)
         if server.feed.refused:
             raise BrokerRefused(server.feed.refused)
         click.echo(f"spectator page on {server.url} (broker: {target.url}); Ctrl-C stops")
+
+    _serve_until_stopped(server, ready)
+
+
+def _spectator_server(host: str, port: int, broker: Broker | None, **kw: Any) -> SpectatorServer:
+    from salvo.spectate import SpectatorServer
+
+    try:
+        return SpectatorServer((host, port), broker, **kw)
+    except OSError as exc:
+        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _serve_until_stopped(server: SpectatorServer, ready: Callable[[], None]) -> None:
+    """Serve until SIGTERM or Ctrl-C; ``ready`` runs once serving (it may raise)."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    try:
+        ready()
         stop.wait()
     except KeyboardInterrupt:
         pass
@@ -205,7 +224,7 @@ def replay(record_file: Path, host: str, port: int, no_browser: bool, log_level:
     """
     import webbrowser
 
-    from salvo.spectate import SpectatorServer, read_records
+    from salvo.spectate import read_records
 
     setup_logging(log_level)
     try:
@@ -214,21 +233,12 @@ def replay(record_file: Path, host: str, port: int, no_browser: bool, log_level:
         raise LocalFileError(f"cannot read {record_file}: {exc}") from None
     if not records:
         raise LocalFileError(f"{record_file} holds no game record")
-    try:
-        server = SpectatorServer((host, port), None, records=records)
-    except OSError as exc:
-        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server.start()
+    server = _spectator_server(host, port, None, records=records)
     url = f"{server.url}replay"
-    try:
+
+    def ready() -> None:
         click.echo(f"replay viewer of {record_file} on {url} (Ctrl-C stops)")
         if not no_browser:
             webbrowser.open(url)
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
-        server.close()
+
+    _serve_until_stopped(server, ready)

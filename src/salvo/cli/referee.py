@@ -16,7 +16,9 @@ from salvo.cli.common import (
     game_config,
     key_file_option,
     log_level_option,
+    pace_option,
     parse_broker,
+    resume_window_option,
     setup_logging,
 )
 
@@ -65,15 +67,7 @@ from salvo.cli.common import (
     show_default=True,
     help="Turns in a row timed out without a shot before a player is dropped.",
 )
-@click.option(
-    "--pace",
-    type=click.FloatRange(min=0, max=3600),
-    default=0.0,
-    show_default=True,
-    envvar="SALVO_PACE",
-    help="Seconds between a salvo's results and the next turn, for spectators (nobody fires meanwhile;"
-    " the turn timeout starts with the turn).",
-)
+@pace_option
 @click.option("--seed", type=int, help="Seed for drawing the first player (default: random).")
 @key_file_option
 @click.option(
@@ -106,16 +100,7 @@ from salvo.cli.common import (
     help="Start even though the broker shows a game of an arena in progress that the state file does not hold"
     " (an emptied, replaced or deleted state file): a new game replaces it. Without it the referee refuses (exit 4).",
 )
-@click.option(
-    "--resume-window",
-    type=click.IntRange(min=1),
-    default=120,
-    show_default=True,
-    envvar="SALVO_RESUME_WINDOW",
-    help="Seconds the referee may be away (stopped, crashed, cut off) and still take what teams sent meanwhile:"
-    " its MQTT session expiry. Away longer, it starts on a clean session and the broker drops that backlog"
-    " (docs/reliability.md).",
-)
+@resume_window_option
 @click.option(
     "--allow-unbound-fire",
     is_flag=True,

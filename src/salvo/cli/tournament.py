@@ -15,7 +15,9 @@ from salvo.cli.common import (
     broker_option,
     game_config,
     log_level_option,
+    pace_option,
     parse_broker,
+    resume_window_option,
     setup_logging,
 )
 
@@ -115,14 +117,7 @@ def tournament() -> None:
 @click.option(
     "--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True, envvar="SALVO_RESET_AFTER"
 )
-@click.option(
-    "--pace",
-    type=click.FloatRange(min=0, max=3600),
-    default=0.0,
-    show_default=True,
-    envvar="SALVO_PACE",
-    help="Seconds between a salvo's results and the next turn, for spectators.",
-)
+@pace_option
 @click.option(
     "--no-show-after",
     type=click.FloatRange(min=0),
@@ -132,14 +127,7 @@ def tournament() -> None:
     help="Seconds after its assignment a game must have started, else it is forfeited by whoever "
     "has no approved fleet (0: wait for ever). Longer than --placement-timeout.",
 )
-@click.option(
-    "--resume-window",
-    type=click.IntRange(min=1),
-    default=120,
-    show_default=True,
-    envvar="SALVO_RESUME_WINDOW",
-    help="Seconds the broker keeps the referee's session while it is away; traffic older is dropped.",
-)
+@resume_window_option
 @click.option(
     "--console",
     "console_at",
