@@ -6,8 +6,6 @@ the page follows it live), see a refused control's error. The screenshot
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,38 +14,15 @@ import pytest
 
 from console_fake import FakeDirector
 from salvo.console import Console
+from test_spectate import chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 SHOTS = Path(__file__).resolve().parent.parent / "build" / "screenshots"
 PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("SALVO_REQUIRE_BROWSER"):
-            pytest.fail("chromium and chromedriver are required (apt-get install -y chromium chromium-driver)")
-        pytest.skip("no chromium/chromedriver here (bash .ci/run installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1600,1000",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    driver = chromium(tmp_path / "chromium", 1600, 1000)
     # The viewport itself 1600x1000 (a laptop's), whatever the window's frame takes.
     metrics = {"width": 1600, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)

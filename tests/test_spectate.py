@@ -299,8 +299,9 @@ def test_cli_stops_when_the_broker_refuses_its_credentials(broker: Mosquitto, mo
     assert "refused" in result.output
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+def chromium(profile: Path, width: int, height: int) -> Any:
+    """Headless Debian Chromium through selenium (skipped without it, failed
+    when SALVO_REQUIRE_BROWSER says it must be there). Quit it after use."""
     if not (CHROMIUM and CHROMEDRIVER):
         if os.environ.get("SALVO_REQUIRE_BROWSER"):
             pytest.fail("chromium and chromedriver are required (apt-get install -y chromium chromium-driver)")
@@ -319,11 +320,16 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        "--window-size=1400,900",
-        f"--user-data-dir={tmp_path / 'chromium'}",
+        f"--window-size={width},{height}",
+        f"--user-data-dir={profile}",
     ):
         opts.add_argument(arg)
-    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    return webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    driver = chromium(tmp_path / "chromium", 1400, 900)
     yield driver
     driver.quit()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from salvo.mqtt import Broker
 from salvo.teams import add_team
 from salvo.tournament import GameResult, follow, round_robin, standings
 from salvo.watch import Recorder
+from test_tournament_restart import director_cmd
 
 from conftest import BrokerFactory
 from mosquitto import Mosquitto
@@ -138,34 +138,8 @@ def test_a_tournament_roster_survives_the_registry(tmp_path: Path) -> None:
 
 
 def _director_cmd(mosq: Mosquitto, tmp_path: Path, registry: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "salvo",
-        "tournament",
-        "run",
-        "--console",
-        "off",
-        "--broker",
-        mosq.url("referee"),
-        "--teams",
-        str(registry),
-        "--arenas",
-        "2",
-        "--state",
-        str(tmp_path / "tournament.json"),
-        "--referee-state",
-        str(tmp_path / "referee.db"),
-        "--key-file",
-        str(tmp_path / "referee.key"),
-        "--turn-timeout",
-        "5",
-        "--reset-after",
-        "0.5",
-        "--log-level",
-        "warning",
-        *extra,
-    ]
+    """The evening's command (test_tournament_restart.director_cmd), quieter; ``extra`` wins."""
+    return director_cmd(mosq.url("referee"), tmp_path, registry, "--log-level", "warning", *extra)
 
 
 def test_a_no_show_and_a_director_killed_mid_game(new_broker: BrokerFactory, tmp_path: Path) -> None:
