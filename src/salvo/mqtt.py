@@ -241,6 +241,14 @@ class Client(paho.Client):
         self._reconnect_delay = None  # after paho's shortest wait: it answered, it is no outage
         return True
 
+    def next_session(self, *, clean: bool) -> None:
+        """The next connection starts a clean session (or, ``clean`` False on
+        MQTT 3.1.1, a persistent one again); paho has no public setter for
+        these once connect_async ran."""
+        self._clean_start = paho.MQTT_CLEAN_START_FIRST_ONLY if clean else False
+        self._mqttv5_first_connect = clean
+        self._clean_session = clean
+
     def again_here(self) -> None:
         """The next connection attempt goes to this node again: a close of
         our own (not a lost node) must not move the client along the cluster."""

@@ -236,7 +236,7 @@ class ArenaRunner(Dispatcher):
             self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(self._broker.endpoints) > 1)
             log.info("[%s] started a new session: what the broker kept for the old one is dropped", self.name)
             return True
-        _ask_clean(client, clean=session_present)
+        client.next_session(clean=session_present)
         client.again_here()  # our own close: the node is fine
         client.disconnect()
         return False
@@ -351,7 +351,7 @@ class ArenaRunner(Dispatcher):
         connect_async(self.out, self._broker)
         connect_async(self.client, self._broker, session_expiry_s=self._expiry)
         if self._discarding:
-            _ask_clean(self.client, clean=True)
+            self.client.next_session(clean=True)
         for link in self._links:
             link.start()
         self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
@@ -584,12 +584,3 @@ class ArenaRunner(Dispatcher):
         if handle is not None:
             handle.cancel()
             setattr(self, name, None)
-
-
-def _ask_clean(client: Client, *, clean: bool) -> None:
-    """The next connection starts a clean session (or, ``clean`` False on
-    MQTT 3.1.1, a persistent one again). paho has no public setter for these
-    once connect_async ran (salvo.mqtt sets the same fields)."""
-    client._clean_start = paho.MQTT_CLEAN_START_FIRST_ONLY if clean else False
-    client._mqttv5_first_connect = clean
-    client._clean_session = clean
