@@ -78,8 +78,7 @@ _BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not
 def subscriptions() -> list[str]:
     """Every public topic of every arena (unprefixed and ``/<prefix>/...``)
     and the tournament's topics; never a private one."""
-    # /game/record (the replays) is named here too: older topic tables left it out.
-    public = list(dict.fromkeys([*Topics().public_filters, "/game/record"]))
+    public = Topics().public_filters  # /game/record (the replays) among them
     return [*public, *(f"/+{f}" for f in public), TournamentTopics.standings, TournamentTopics.schedule]
 
 
