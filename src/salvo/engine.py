@@ -467,11 +467,7 @@ class Game:
         self.salvo_shots = []
         self.upcoming = None
         t = self.topics
-        if self.paused is None:
-            self.deadline = at = now + self.config.turn_timeout
-            self.retained.put(out, t.deadline, payloads.deadline("turn", at))
-        else:
-            self._set_deadline(out, "turn", now + self.config.turn_timeout, now)
+        self._set_deadline(out, "turn", now + self.config.turn_timeout, now)
         self.retained.put(out, t.turn, payloads.turn(turn, player.quoted, allowed))
         self.retained.put(out, t.current, name)
 
