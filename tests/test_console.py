@@ -453,3 +453,18 @@ def test_the_console_of_a_real_tournament_run(new_broker: BrokerFactory, tmp_pat
     assert director.returncode == 0, "".join(lines[-40:])
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_body_past_the_limit_is_refused_unread(client: TestClient) -> None:
+    from salvo.console.app import MAX_BODY
+
+    huge = b"password=" + b"x" * (MAX_BODY + 1)
+    r = client.post("/login", content=huge, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 413 and r.json()["code"] == "too-large"
+    csrf = login(client)
+    r = client.post(
+        "/api/control",
+        content=b"{" + b" " * MAX_BODY + b"}",
+        headers={"Content-Type": "application/json", "X-CSRF-Token": csrf},
+    )
+    assert r.status_code == 413 and r.json()["code"] == "too-large"

@@ -51,6 +51,17 @@ def _error(status: int, code: str, reason: str, headers: dict[str, str] | None =
     return JSONResponse({"code": code, "reason": reason}, status, {**security_headers(), **(headers or {})})
 
 
+async def _body(request: Request) -> bytes | None:
+    """The request's body, None once it runs past MAX_BODY (read no further:
+    a login form or a control is a few hundred bytes, a flood is not)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return None
+    return body
+
+
 def _json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), default=str)
 
@@ -123,8 +134,10 @@ def create_app(controls: Controls, password: str, *, secure: bool, login_delay_s
         if wait > 0:
             page = state.pages.login(f"Too many wrong passwords: try again in {int(wait) + 1} s.")
             return HTMLResponse(page.body, 429, {**page.headers, "Retry-After": str(int(wait) + 1)})
-        body = await request.body()
-        form = parse_qs(body[:MAX_BODY].decode("utf-8", errors="replace"))
+        body = await _body(request)
+        if body is None:
+            return _error(413, "too-large", f"a login is under {MAX_BODY} bytes")
+        form = parse_qs(body.decode("utf-8", errors="replace"))
         if not state.password.matches(form.get("password", [""])[0]):
             state.limiter.failed(client)
             log.warning("console: a wrong password from %s", client)
@@ -154,7 +167,10 @@ def create_app(controls: Controls, password: str, *, secure: bool, login_delay_s
 
     async def control(request: Request, session: Session) -> Response:
         try:
-            body = json.loads((await request.body())[:MAX_BODY] or b"null")
+            raw = await _body(request)
+            if raw is None:
+                return _error(413, "too-large", f"a control is under {MAX_BODY} bytes")
+            body = json.loads(raw or b"null")
         except ValueError:
             return _error(400, "bad-request", "the body is not JSON")
         try:
