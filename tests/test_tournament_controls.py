@@ -227,11 +227,7 @@ def test_extra_time_abort_and_a_correction_after_the_night(new_broker: BrokerFac
     assert queued.returncode == 1 and "queued" in queued.stderr
     refused = salvo("tournament", "void-game", "1", "--wait", "0.5", *ctl)
     assert refused.returncode == 1
-    mosq.start()
-    try:
-        again = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-    finally:
-        mosq.stop()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)  # (the broker still runs)
     assert again.returncode == 0, again.stderr[-3000:]
     exported = json.loads(salvo("tournament", "export", *ctl).stdout)
     result = exported["games"][1]
