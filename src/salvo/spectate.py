@@ -5,14 +5,21 @@ Browsers never speak MQTT. This server reads the public topics of every arena
 retained payload per topic, and streams to each browser as server-sent events
 on ``GET /events``:
 
-- ``event: status``, data ``{"broker": "up"|"down", "reset": bool}``. With
-  ``reset`` true the browser forgets everything: the whole state follows. It
-  opens every stream (then the retained snapshot follows, oldest update first)
-  and is sent to every stream when the broker connection comes back (then the
-  broker replays its retained messages). ``reset`` false: the broker went away;
-  what the browser shows is stale until the next reset.
-- ``message`` events, data ``{"topic", "payload", "retained"}``: the snapshot
-  (``retained`` true), then live messages (``retained`` as published).
+- ``event: status``, data ``{"broker": "up"|"down", "reset": bool, "now": t}``.
+  With ``reset`` true the browser forgets everything: the whole state follows.
+  It opens every stream (then this game's history and the retained snapshot
+  follow) and is sent to every stream when the broker connection comes back
+  (then the broker replays its retained messages). ``reset`` false: the broker
+  went away; what the browser shows is stale until the next reset.
+- ``message`` events, data ``{"topic", "payload", "retained"}``: the history,
+  the snapshot (``retained`` true), then live messages (``retained`` as
+  published). The history is every arena's salvos and sinks of the game it is
+  playing, in the order heard: only the last salvo is retained, and a page
+  opened mid-game would otherwise count the shots and hits of that one alone.
+- ``event: clock``, data ``{"now": t}``, when nothing else was sent for a
+  while. ``now`` is this server's clock (Unix seconds): the page counts
+  deadlines (``/game/deadline`` says when, not how long) down on it, not on
+  the projector machine's clock, which may be minutes off.
 
 A slow or dead browser cannot hold anything up: the MQTT thread only appends
 to bounded per-browser queues, and a browser whose queue is full is dropped
@@ -38,8 +45,9 @@ import queue
 import secrets
 import socket
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,6 +71,8 @@ MAX_BYTES = 32 * 1024 * 1024  # encoded size of everything remembered
 MAX_CLIENTS = 500
 WRITE_TIMEOUT_S = 30.0  # a browser that accepts nothing this long is gone
 MAX_RECORDS = 200  # finished games' records kept by id (each at most 64 kB)
+MAX_HISTORY = 3000  # salvo and sink events kept per arena (a 10-player game has about 1,000)
+MAX_ARENAS = 500  # arenas with a history
 STATIC = {  # path -> (file under salvo/data, content type)
     "/": ("spectate.html", "text/html; charset=utf-8"),
     "/index.html": ("spectate.html", "text/html; charset=utf-8"),
@@ -94,6 +104,26 @@ def record_game(payload: bytes) -> str | None:
         return None
     if isinstance(doc, dict) and isinstance(doc.get("game"), str) and isinstance(doc.get("salvos"), list):
         return str(doc["game"])
+    return None
+
+
+def _arena_topic(topic: str) -> tuple[str, str]:
+    """``(prefix, rest)`` of an arena topic: ``/a/game/salvo`` -> ``("a", "game/salvo")``."""
+    levels = topic.split("/", 2)
+    if len(levels) == 3 and levels[1] not in ("game", "players"):
+        return levels[1], levels[2]
+    return "", topic[1:]
+
+
+def _history_kind(rest: str) -> str | None:
+    """ "salvo", "sink" or "state" for the topics the history follows."""
+    if rest == "game/salvo":
+        return "salvo"
+    if rest == "game/state":
+        return "state"
+    levels = rest.split("/")
+    if len(levels) == 5 and levels[0] == "players" and levels[2] == "ships" and levels[4] == "sunk":
+        return "sink"
     return None
 
 
@@ -152,14 +182,17 @@ class Hub:
         max_bytes: int = MAX_BYTES,
         max_clients: int = MAX_CLIENTS,
         queue_size: int = QUEUE_SIZE,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.max_topics, self.max_bytes, self.max_clients = max_topics, max_bytes, max_clients
         self.queue_size = queue_size
+        self.clock = clock
         self._lock = threading.Lock()
         self._retained: OrderedDict[str, bytes] = OrderedDict()  # topic -> its encoded event
         self._size = 0
         self._clients: set[Client] = set()
         self._records: OrderedDict[str, bytes] = OrderedDict()  # game id -> record, newest last
+        self._history: OrderedDict[str, list[bytes]] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
 
     def attach(self, sock: socket.socket | None) -> tuple[Client, list[bytes]] | None:
@@ -171,8 +204,16 @@ class Hub:
                 return None
             client = Client(sock, queue.Queue(self.queue_size))
             self._clients.add(client)
-            start = sse({"broker": "up" if self.broker_up else "down", "reset": True}, "status")
-            return client, [start, *self._retained.values()]
+            start = self.status(reset=True)
+            history = [e for events in self._history.values() for e in events]
+            return client, [start, *history, *self._retained.values()]
+
+    def status(self, *, reset: bool) -> bytes:
+        return sse({"broker": "up" if self.broker_up else "down", "reset": reset, "now": self.clock()}, "status")
+
+    def tick(self) -> bytes:
+        """What an idle stream is sent now and then: the clock (and a sign of life)."""
+        return sse({"now": round(self.clock(), 3)}, "clock")
 
     def detach(self, client: Client) -> None:
         with self._lock:
@@ -220,6 +261,7 @@ class Hub:
         with self._lock:
             if retained:
                 self._remember(topic, event if payload else None)
+            self._follow(topic, text, sse({"topic": topic, "payload": text, "retained": False}))
             self._send(event)
 
     def connected(self) -> None:
@@ -228,20 +270,42 @@ class Hub:
             self.broker_up = True
             self._retained.clear()
             self._size = 0
-            self._send(sse({"broker": "up", "reset": True}, "status"))
+            # What happened while away is unknown: a game may have ended and
+            # another begun. Counts start again from the retained last salvo.
+            self._history.clear()
+            self._send(self.status(reset=True))
 
     def disconnected(self) -> None:
         with self._lock:
             if not self.broker_up:
                 return
             self.broker_up = False
-            self._send(sse({"broker": "down", "reset": False}, "status"))
+            self._send(self.status(reset=False))
 
     def close(self) -> None:
         with self._lock:
             clients, self._clients = self._clients, set()
         for client in clients:
             client.close()
+
+    def _follow(self, topic: str, text: str, event: bytes) -> None:
+        """Keep an arena's salvos and sinks (as live messages) until its next game."""
+        arena, rest = _arena_topic(topic)
+        kind = _history_kind(rest)
+        if kind is None:
+            return
+        if kind == "state":
+            if text == "lobby":
+                self._history.pop(arena, None)
+            return
+        if kind == "sink" and text != "true":
+            return
+        events = self._history.pop(arena, [])
+        self._history[arena] = events  # the newest arena last: the oldest goes first
+        if len(events) < MAX_HISTORY:
+            events.append(event)
+        while len(self._history) > MAX_ARENAS:
+            self._history.popitem(last=False)
 
     def _remember(self, topic: str, event: bytes | None) -> None:
         old = self._retained.pop(topic, None)
@@ -425,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     event = client.queue.get(timeout=self.server.heartbeat_s)
                 except queue.Empty:
-                    event = b": keep-alive\n\n"  # also how a vanished browser is noticed
+                    event = self.server.hub.tick()  # also how a vanished browser is noticed
                 if event is None or client.closed.is_set():
                     break
                 self.wfile.write(event)
