@@ -2,16 +2,17 @@
 1920x1080: an arena's headline (both teams, the round), the live turn and its
 countdown (and PAUSED), salvo results counted live, sinks as they happen,
 the finished game replayed on boards, nothing of a game left after its
-reset, and the champion when the tournament is done. The topics are
+reset, and the champion when the tournament is done; a big night's arenas
+and standings paged to fit the screen, deadlines counted on the server's
+clock, and a page opened mid-game counting the whole game. The topics are
 published here as the referee and the director would (retained where they
-retain), so every step is known; tests/test_spectate.py follows a real
-referee. Screenshots of each screen go to build/screenshots/, or with
+retain), or fed to the server's Hub directly, so every step is known;
+tests/test_spectate.py follows a real referee. Screenshots of each screen go to build/screenshots/, or with
 SALVO_DOC_SCREENSHOTS=1 to docs/screenshots/ (the ones the guide shows)."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,16 +20,14 @@ from typing import Any
 import pytest
 
 import test_spectate
-from salvo.spectate import SpectatorServer
-from test_replay_viewer import make_record
+from salvo.spectate import Hub, SpectatorServer
+from test_replay_viewer import DOCS_SHOTS, full_hd, make_record
 
-from mosquitto import ROOT
 from mqttkit import Recorder
 
 broker, serve, tidy, browser = test_spectate.broker, test_spectate.serve, test_spectate.tidy, test_spectate.browser
 _text, _until = test_spectate._text, test_spectate._until
 
-DOCS_SHOTS = ROOT / ("docs" if os.environ.get("SALVO_DOC_SCREENSHOTS") else "build") / "screenshots"
 SCHEDULE = {
     "round": 2,
     "games": [["alice", "bob"], ["carol", "dave"]],
@@ -84,10 +83,7 @@ def prefix() -> str:
 @pytest.fixture
 def projector(browser: Any) -> Any:
     """The browser with a 1920x1080 page (the window's chrome added on)."""
-    browser.set_window_size(1920, 1080)
-    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
-    browser.set_window_size(1920 + 1920 - inner[0], 1080 + 1080 - inner[1])
-    return browser
+    return full_hd(browser)
 
 
 @pytest.fixture
@@ -206,3 +202,172 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
     assert projector.find_element("id", "champion").is_displayed()
     assert "2. alice" in _text(projector, "#champion") and _px(projector, "#champion .team") >= 32
     projector.save_screenshot(str(DOCS_SHOTS / "projector-champion.png"))
+
+
+@pytest.fixture
+def fed() -> Iterator[Callable[[Hub], SpectatorServer]]:
+    """``fed(hub)``: a spectator server without a broker, fed through ``hub``."""
+    servers: list[SpectatorServer] = []
+
+    def start(hub: Hub) -> SpectatorServer:
+        server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)
+        hub.connected()  # the page says "live"
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.close()
+
+
+def _publish(hub: Hub, arena: str, topics: dict[str, Any]) -> None:
+    """Retained messages as the referee publishes them (dicts and lists as JSON)."""
+    for topic, payload in topics.items():
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        hub.message(f"/{arena}/{topic}", text.encode(), retained=True)
+
+
+def _split(sink: str) -> tuple[str, str]:
+    owner, _, ship = sink.partition("/")
+    return owner, ship
+
+
+def _left(text: str) -> int | None:
+    """The seconds a countdown shows: "25s" or "1:29"."""
+    minutes, _, seconds = text.rpartition(":")
+    if not minutes:
+        return _seconds(text)
+    return int(minutes) * 60 + int(seconds) if minutes.isdigit() and seconds.isdigit() else None
+
+
+def test_countdowns_run_on_the_servers_clock(fed: Callable[[Hub], SpectatorServer], projector: Any) -> None:
+    ahead = [3600.0]  # the server's clock, an hour ahead of this machine's
+    hub = Hub(clock=lambda: time.time() + ahead[0])
+    server = fed(hub)
+    server.heartbeat_s = 0.3  # idle streams get the server's clock this often
+    at = round(hub.clock() + 30, 3)
+    _publish(hub, "arena1", {"game/state": "turn", "players/list": ["alice", "bob"], "game/current": "alice"})
+    _publish(hub, "arena1", {"game/turn": {"turn": 1, "player": "alice", "shots": 5}})
+    _publish(hub, "arena1", {"game/deadline": {"phase": "turn", "at": at}})
+    projector.get(server.url)
+    countdown = 'article[data-arena="arena1"] .countdown'
+    # 30 s on the server's clock: not 3630 s (this machine's clock), not 0.
+    _until(projector, "about 30 s left", lambda: 25 <= (_left(_text(projector, countdown)) or -1) <= 30)
+    ahead[0] -= 60  # the server's clock is set back a minute: its clock events say so
+    _until(projector, "about 90 s left", lambda: 80 <= (_left(_text(projector, countdown)) or -1) <= 90)
+
+
+def test_a_page_opened_mid_game_counts_the_whole_game(fed: Callable[[Hub], SpectatorServer], projector: Any) -> None:
+    hub = Hub()
+    server = fed(hub)
+    _publish(hub, "arena1", {"game/state": "lobby", "players/list": []})
+    _publish(hub, "arena1", {"players/list": ["alice", "bob", "carol"], "game/state": "turn"})
+    salvos: list[tuple[str, int, int, list[str]]] = [  # player, shots, hits, ships sunk: owner/ship
+        ("alice", 5, 2, ["bob/patrolboat"]),
+        ("bob", 5, 1, []),
+        ("carol", 5, 4, ["alice/carrier", "bob/destroyer"]),
+        ("alice", 4, 2, []),
+        ("bob", 4, 0, []),
+    ]
+    for turn, (player, shots, hits, sunk) in enumerate(salvos, 1):
+        _publish(hub, "arena1", {"game/salvo": {"turn": turn, "player": player, "shots": shots, "hits": hits}})
+        # The sinks follow the salvo that sank them (docs/protocol.md section 6).
+        _publish(hub, "arena1", {f"players/{owner}/ships/{ship}/sunk": "true" for owner, ship in map(_split, sunk)})
+    card = 'article[data-arena="arena1"]'
+
+    def row(name: str) -> list[str]:  # ships left, ships sunk by this player, shots, hits
+        return _text(projector, f'{card} tr[data-player="{name}"]').split()[1:]
+
+    expected = {"alice": ["4", "1", "9", "4"], "bob": ["3", "0", "9", "1"], "carol": ["5", "2", "5", "4"]}
+    for _ in ("opened", "reloaded"):
+        projector.get(server.url)
+        _until(projector, "the whole game counted", lambda: {n: row(n) for n in expected} == expected)
+    _publish(hub, "arena1", {"game/salvo": {"turn": 6, "player": "carol", "shots": 3, "hits": 1}})
+    _until(projector, "the next salvo counted on", lambda: row("carol") == ["5", "2", "8", "5"])
+
+
+def _live(hub: Hub, arena: str, players: list[str], turn: int) -> None:
+    """An arena in the middle of a game."""
+    shooter = players[turn % len(players)]
+    _publish(hub, arena, {"game/state": "turn", "players/list": players, "game/current": shooter})
+    _publish(hub, arena, {"game/turn": {"turn": turn, "player": shooter, "shots": 5}})
+    _publish(hub, arena, {"game/deadline": {"phase": "turn", "at": round(time.time() + 60, 3)}})
+    last = players[(turn - 1) % len(players)]
+    _publish(hub, arena, {"game/salvo": {"turn": turn - 1, "player": last, "shots": 5, "hits": 2}})
+
+
+def _over(hub: Hub, arena: str, game: str) -> None:
+    """An arena whose game is over: its record is replayed."""
+    record = make_record(game)
+    _publish(hub, arena, {"game/state": "turn", "players/list": record["players"], "game/winner": record["winner"]})
+    _publish(hub, arena, {"game/deadline": {"phase": "reset", "at": round(time.time() + 300, 3)}})
+    _publish(hub, arena, {"game/state": "over", "game/record": record})
+
+
+PAGE = """
+const box = document.getElementById('arenas').getBoundingClientRect();
+const rows = document.getElementById('standings-rows').getBoundingClientRect();
+const inside = (sel, r) => [...document.querySelectorAll(sel)].every((e) => {
+  const b = e.getBoundingClientRect(); return b.top >= r.top - 1 && b.bottom <= r.bottom + 1; });
+const pager = (id) => { const e = document.getElementById(id); return e.hidden ? '' : e.innerText; };
+return {arenas: [...document.querySelectorAll('article[data-arena]')].map((a) => a.dataset.arena),
+        teams: [...document.querySelectorAll('#standings tbody tr')].map((r) => r.innerText.split('\\t')[1]),
+        arenaPager: pager('arena-pager'), standingsPager: pager('standings-pager'),
+        fits: inside('article[data-arena]', box) && inside('#standings tbody tr', rows)
+              && box.bottom <= innerHeight && rows.bottom <= innerHeight
+              && document.scrollingElement.scrollHeight <= innerHeight};
+"""
+
+
+def test_a_big_night_is_paged_to_fit_the_screen(fed: Callable[[Hub], SpectatorServer], projector: Any) -> None:
+    hub = Hub()
+    server = fed(hub)
+    # Seven arenas: four games under way (one of three players), two replays, a lobby.
+    _publish(hub, "arena1", {"game/state": "lobby", "players/list": ["zoe"]})
+    for arena, players in (("arena2", ["ann", "ben"]), ("arena4", ["cat", "dan", "eve"])):
+        _live(hub, arena, players, 7)
+    for arena, players in (("arena5", ["fay", "gus"]), ("arena7", ["hal", "ida"])):
+        _live(hub, arena, players, 3)
+    _over(hub, "arena3", "g-3")
+    _over(hub, "arena6", "g-6")
+    teams = [f"team-{i:02}" for i in range(1, 31)]
+    table = [_row(t, 3, 3 - i // 10, i // 10, 6 - 2 * (i // 10), 30 - i) for i, t in enumerate(teams)]
+    hub.message("/tournament/standings", json.dumps({**STANDINGS, "table": table}).encode(), retained=True)
+    projector.get(server.url + "?page_s=0.8")
+
+    arena_pages: dict[str, list[str]] = {}  # what each page showed, by what its pager said
+    team_pages: dict[str, list[str]] = {}
+    misfits: list[str] = []
+
+    def first(pager: str) -> int:  # where a page starts, by what its pager says
+        return int(pager.removeprefix("arenas ").removeprefix("arena ").split()[0].split("–")[0])
+
+    def look() -> bool:
+        page = projector.execute_script(PAGE)
+        if page["arenaPager"] and page["standingsPager"]:  # both paged: the whole stream is in
+            if not page["fits"]:
+                misfits.append(f"{page['arenaPager']} / {page['standingsPager']}")
+            arena_pages.setdefault(page["arenaPager"], page["arenas"])
+            team_pages.setdefault(page["standingsPager"], page["teams"])
+        arenas = sorted(a for v in arena_pages.values() for a in v)
+        return (
+            arenas == [f"arena{i}" for i in range(1, 8)] and sorted(t for v in team_pages.values() for t in v) == teams
+        )
+
+    _until(projector, "every arena and every team, a page at a time", look, 15)
+    assert not misfits, misfits
+    # Each page says which it is; together they show the arenas (games under
+    # way first) and the standings in order, each once.
+    pagers = sorted(arena_pages, key=first)
+    assert first(pagers[0]) == 1 and all(k.endswith(" of 7") for k in pagers), pagers
+    order = [a for k in pagers for a in arena_pages[k]]
+    assert order == ["arena2", "arena4", "arena5", "arena7", "arena3", "arena6", "arena1"], order
+    pagers = sorted(team_pages, key=first)
+    assert pagers[0].startswith("1–") and all(k.endswith(" of 30") for k in pagers), pagers
+    assert [t for k in pagers for t in team_pages[k]] == teams
+    for selector in ("[data-testid=arena-pager]", "[data-testid=standings-pager]", ".headline", "tbody td"):
+        assert _px(projector, selector) >= 32, selector
+    test_spectate.SHOTS.mkdir(parents=True, exist_ok=True)
+    projector.save_screenshot(str(test_spectate.SHOTS / "projector-paged.png"))

@@ -9,10 +9,17 @@ const { el, json, plural } = Salvo;
 const params = new URLSearchParams(location.search);
 const PACE_MS = Math.max(100, Number(params.get("pace")) || 1600);  // one salvo of a replay
 const HOLD_MS = 6000;  // the end of a replay stays up this long before it starts over
+// What does not fit on the screen is shown a page at a time, the next every PAGE_MS.
+const PAGE_MS = Math.max(500, (Number(params.get("page_s")) || 8) * 1000);
 
 // -- what the page knows ---------------------------------------------------------
 const arenas = new Map();  // prefix ("" for unprefixed) -> arena model
 let standings = null, schedule = null;
+// The server's clock minus this machine's, in seconds: deadlines say when (the
+// server's Unix time), and the projector's own clock may be minutes off.
+let skew = 0;
+function serverNow() { return Date.now() / 1000 + skew; }
+function onClock(now) { if (Number.isFinite(now)) skew = now - Date.now() / 1000; }
 
 function fresh() {
   return { turn: null, current: "", deadline: null, salvo: null, salvos: new Map(), winner: "", lost: new Map(),
@@ -100,19 +107,23 @@ function countdown(a) {
   const d = a.deadline;
   if (!d || (a.state === "over" && d.phase !== "reset")) return null;
   const label = { turn: "", placement: "placing ", reset: "next game " }[d.phase] ?? "";
-  return el("span", { class: "countdown", "data-testid": "countdown", "data-at": d.at, "data-paused": d.paused ? "1" : "",
-                      "data-left": d.left ?? "", "data-label": label });
+  const c = el("span", { class: "countdown", "data-testid": "countdown", "data-at": d.at, "data-paused": d.paused ? "1" : "",
+                         "data-left": d.left ?? "", "data-label": label });
+  tick(c, serverNow());  // filled in now: the card is measured before it is shown
+  return c;
+}
+
+function tick(c, now) {
+  const paused = c.dataset.paused === "1";
+  const left = paused ? Number(c.dataset.left) : Math.max(0, Number(c.dataset.at) - now);
+  const s = Math.ceil(left), text = s >= 60 ? `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : `${s}s`;
+  c.textContent = paused ? `PAUSED ${Number.isFinite(left) ? text : ""}`.trim() : `${c.dataset.label}${text}`;
+  c.className = `countdown${paused ? " paused" : left <= 5 ? " soon" : ""}`;
 }
 
 function tickCountdowns() {
-  const now = Date.now() / 1000;
-  for (const c of document.querySelectorAll(".countdown")) {
-    const paused = c.dataset.paused === "1";
-    const left = paused ? Number(c.dataset.left) : Math.max(0, Number(c.dataset.at) - now);
-    const s = Math.ceil(left), text = s >= 60 ? `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : `${s}s`;
-    c.textContent = paused ? `PAUSED ${Number.isFinite(left) ? text : ""}`.trim() : `${c.dataset.label}${text}`;
-    c.className = `countdown${paused ? " paused" : left <= 5 ? " soon" : ""}`;
-  }
+  const now = serverNow();
+  for (const c of document.querySelectorAll(".countdown")) tick(c, now);
 }
 
 function headline(a) {
@@ -168,14 +179,15 @@ function replay(a) {
   // Bigger boards when this arena has the screen (nearly) to itself.
   const alone = [...arenas.values()].filter((x) => x.state).length === 1;
   const cell = `${(alone ? 40 : 26) - (r.players.length > 2 ? 10 : 0)}px`;
-  const box = el("div", { class: "boards", style: `--cell:${cell}` });
+  const box = el("div", { class: "boards", style: `--cell:${cell}; --boards:${r.players.length}` });
   for (const name of r.players) box.append(Salvo.board(name, boards.get(name), { winner: r.winner }));
   wrap.append(box);
   return wrap;
 }
 
 function arenaCard(prefix, a) {
-  const card = el("article", { class: "arena", "data-arena": prefix || "(default)" });
+  const replaying = a.record && a.state === "over";
+  const card = el("article", { class: `arena${replaying ? " replaying" : ""}`, "data-arena": prefix || "(default)" });
   const round = schedule && fixture(a) ? `round ${schedule.round}` : "";
   const down = a.server === "down" && a.state !== "over";
   card.append(el("div", { class: "arena-top" }, el("span", { text: prefix || "main table" }),
@@ -194,7 +206,7 @@ function arenaCard(prefix, a) {
   card.append(playersTable(a));
   const feed = el("ul", { class: "feed", "data-testid": "feed" });
   for (const line of a.feed) feed.append(el("li", { text: line }));
-  if (a.record && a.state === "over") {
+  if (replaying) {
     const r = replay(a);
     r.querySelector(".boards").append(feed);  // beside the boards: the card stays on the screen
     card.append(r);
@@ -212,19 +224,27 @@ function drawHeader() {
   document.getElementById("next").textContent = next.length ? `Next: ${next.join(" · ")}` : "";
 }
 
+function standingsRow(r, i) {
+  return el("tr", { "data-team": r.team, class: [r.withdrawn ? "withdrawn" : "", i ? "" : "top"].join(" ").trim() },
+    el("td", { text: String(i + 1) }),
+    el("td", { class: "name" }, el("span", { text: r.team }), r.withdrawn ? el("span", { class: "note", text: " (withdrawn)" }) : null),
+    ...[r.points, `${r.wins}-${r.draws}-${r.losses}`, r.forfeits ?? 0, r.buchholz ?? "–"]
+      .map((v) => el("td", { class: "num", text: String(v) })));
+}
+
+let standingsShown = null;  // [standings, first row] as last drawn: measuring them again is wasted work
 function drawStandings() {
-  const side = document.getElementById("standings");
-  const table = side.querySelector("table"), tbody = table.querySelector("tbody");
+  if (standingsShown && standingsShown[0] === standings && standingsShown[1] === pages.standings.start) return;
+  standingsShown = [standings, pages.standings.start];
+  const table = document.querySelector("#standings table");
   const rows = standings && Array.isArray(standings.table) ? standings.table : [];
   table.hidden = !rows.length;
   const played = standings ? standings.games_played : 0;
   document.getElementById("standings-note").textContent = rows.length
     ? `${standings.format}, ${plural(played, "game")} played${standings.paused ? " · PAUSED" : ""}` : "No tournament running.";
-  tbody.replaceChildren(...rows.map((r, i) => el("tr", { "data-team": r.team, class: r.withdrawn ? "withdrawn" : "" },
-    el("td", { text: String(i + 1) }),
-    el("td", { class: "name" }, el("span", { text: r.team }), r.withdrawn ? el("span", { class: "note", text: " (withdrawn)" }) : null),
-    ...[r.points, `${r.wins}-${r.draws}-${r.losses}`, r.forfeits ?? 0, r.buchholz ?? "–"]
-      .map((v) => el("td", { class: "num", text: String(v) })))));
+  paged(pages.standings, document.getElementById("standings-rows"), table.querySelector("tbody"),
+        document.getElementById("standings-pager"), rows.length, (i) => standingsRow(rows[i], i),
+        (a, b, n) => `${a}–${b} of ${n}`);
 }
 
 // The tournament is over: the room sees its champion, not stopped referees.
@@ -241,18 +261,75 @@ function drawChampion() {
     el("ol", {}, ...rest.slice(0, 3).map((r, i) => el("li", { text: `${i + 2}. ${r.team} · ${plural(r.points, "point")}` }))));
 }
 
+// -- paging: the screen never scrolls ----------------------------------------------
+// Each paged list shows the items from `start` on that fit in its box (at least
+// one); every PAGE_MS the next page starts where this one ended.
+const pages = { arenas: { start: 0, end: 0, n: 0 }, standings: { start: 0, end: 0, n: 0 } };
+let flipAt = performance.now() + PAGE_MS;
+
+function fill(box, list, start, n, make) {
+  list.replaceChildren();
+  let end = start;
+  for (; end < n; end++) {
+    const item = make(end);
+    list.append(item);
+    if (end > start && box.scrollHeight > box.clientHeight + 1) { item.remove(); break; }
+  }
+  return end;
+}
+
+// `box` is what must not overflow, `list` what the items go in (often the same).
+function paged(page, box, list, pager, n, make, label) {
+  pager.hidden = true;
+  if (page.start >= n) page.start = 0;
+  let end = fill(box, list, 0, n, make);
+  if (end < n) {  // they do not all fit: a page of them, and which page it is
+    pager.hidden = false;
+    pager.textContent = label(1, n, n);  // the pager's height, before it is measured
+    end = fill(box, list, page.start, n, make);
+    pager.textContent = label(page.start + 1, end, n);
+  } else page.start = 0;
+  Object.assign(page, { end, n });
+}
+
+function flip() {
+  for (const page of Object.values(pages)) {
+    if (page.start > 0 || page.end < page.n) page.start = page.end >= page.n ? 0 : page.end;
+  }
+  render();
+}
+
+// Arenas with a game under way first, then the finished ones (their replays),
+// then the rest; by name within each.
+const RANK = { turn: 0, placement: 0, over: 1 };
+function arenaOrder(a, b) {
+  const ra = RANK[arenas.get(a).state] ?? 2, rb = RANK[arenas.get(b).state] ?? 2;
+  return ra - rb || (a < b ? -1 : a > b ? 1 : 0);
+}
+
 function draw() {
   pending = false;
   const box = document.getElementById("arenas");
-  const keys = [...arenas.keys()].filter((k) => arenas.get(k).state).sort();
-  box.replaceChildren(...(keys.length ? keys.map((k) => arenaCard(k, arenas.get(k)))
-                                      : [el("p", { class: "empty", text: "Waiting for a referee…" })]));
+  const keys = [...arenas.keys()].filter((k) => arenas.get(k).state).sort(arenaOrder);
+  paged(pages.arenas, box, box, document.getElementById("arena-pager"), keys.length,
+        (i) => arenaCard(keys[i], arenas.get(keys[i])), (a, b, n) => a === b ? `arena ${a} of ${n}` : `arenas ${a}–${b} of ${n}`);
+  if (!keys.length) box.replaceChildren(el("p", { class: "empty", text: "Waiting for a referee…" }));
   drawHeader(); drawStandings(); drawChampion(); tickCountdowns();
 }
 
-// Replays move on at a human pace; countdowns tick.
+window.addEventListener("resize", () => { standingsShown = null; render(); });
+
+// Replays move on at a human pace; countdowns tick; pages turn.
 setInterval(() => {
   const now = performance.now();
+  if (now >= flipAt) { flipAt = now + PAGE_MS; flip(); }
+  // A card that grew since it was measured (a countdown one digit wider): measure again.
+  for (const [box, list] of [["#arenas", "#arenas"], ["#standings-rows", "#standings tbody"]]) {
+    const b = document.querySelector(box);  // (one item too big for the box stays as it is)
+    if (document.querySelector(list).children.length > 1 && b.scrollHeight > b.clientHeight + 1) {
+      standingsShown = null; render();
+    }
+  }
   for (const a of arenas.values()) {
     if (!a.record || a.state !== "over" || now < a.replayNext) continue;
     const end = a.record.salvos.length;
@@ -272,6 +349,7 @@ function onStatus(kind, text) {
 // A "status" event with reset: forget everything, the whole state follows
 // (a new stream, or the server's broker connection is back).
 function onServerStatus(s) {
+  onClock(s.now);
   if (s.reset) { arenas.clear(); standings = null; schedule = null; render(); }
   if (s.broker === "up") {
     onStatus("up", "live");
@@ -285,6 +363,7 @@ function listen() {
   onStatus("connecting", "connecting…");
   const events = new EventSource("events");
   events.addEventListener("status", (ev) => { const s = json(ev.data); if (s) onServerStatus(s); });
+  events.addEventListener("clock", (ev) => { const c = json(ev.data); if (c) onClock(c.now); });
   events.onmessage = (ev) => { const m = json(ev.data); if (m) onMessage(m.topic, m.payload); };
   events.onerror = () => {
     onStatus("down", "lost the server; retrying…");
