@@ -2,7 +2,9 @@
 record on boards, stepped, scrubbed and played in real headless Chromium,
 with an address that points at the salvo shown. The records are built here
 from the rules (a valid game: the salvo rule, sinks, the defeat), published
-retained by the test where a broker is involved."""
+retained by the test where a broker is involved. With SALVO_DOC_SCREENSHOTS=1
+the viewer's screenshot goes to docs/screenshots/ (the guide shows it), else
+to build/screenshots/."""
 
 from __future__ import annotations
 
@@ -31,6 +33,15 @@ from mqttkit import Recorder, wait_until
 # The spectator page's fixtures and helpers: its own broker, a server on it, a headless Chromium.
 broker, serve, tidy, browser = test_spectate.broker, test_spectate.serve, test_spectate.tidy, test_spectate.browser
 _text, _until = test_spectate._text, test_spectate._until
+DOCS_SHOTS = ROOT / ("docs" if os.environ.get("SALVO_DOC_SCREENSHOTS") else "build") / "screenshots"
+
+
+def full_hd(driver: Any) -> Any:
+    """The browser with a 1920x1080 page, as on a projector (the window's chrome added on)."""
+    driver.set_window_size(1920, 1080)
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    driver.set_window_size(1920 + 1920 - inner[0], 1080 + 1080 - inner[1])
+    return driver
 
 
 def make_record(game: str = "g-replay-1", fleets: dict[str, dict[str, Placement]] | None = None) -> dict[str, Any]:
@@ -146,8 +157,7 @@ def viewer() -> Iterator[SpectatorServer]:
 
 
 def test_the_viewer_steps_scrubs_and_plays_a_record(viewer: SpectatorServer, browser: Any) -> None:
-    browser.set_window_size(1920, 1080)
-    browser.get(viewer.url + "replay")
+    full_hd(browser).get(viewer.url + "replay")
     _until(browser, "the fleets", lambda: _position(browser) == "salvo 0 of 7")
     assert "ship" in _cell(browser, "bob", 5, 0) and "hit" not in _cell(browser, "bob", 5, 0)
     browser.find_element("id", "forward").click()
@@ -170,9 +180,9 @@ def test_the_viewer_steps_scrubs_and_plays_a_record(viewer: SpectatorServer, bro
         "the end",
         lambda: "alice wins" in _text(browser, "#line") and "bob is defeated" in _text(browser, "#line"),
     )
-    SHOTS = ROOT / "build" / "screenshots"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SHOTS / "replay-viewer.png"))
+    assert browser.execute_script("return [innerWidth, innerHeight]") == [1920, 1080]
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(DOCS_SHOTS / "replay-viewer.png"))
     # Play from the start at 4x: it runs to the end by itself and stops.
     browser.find_element("id", "first").click()
     browser.execute_script(

@@ -38,7 +38,7 @@ function show(i) {
   at = Math.max(0, Math.min(rec.salvos.length, i | 0));
   const boards = Salvo.replayState(rec, at);
   $("boards").replaceChildren(...rec.players.map((n) => Salvo.board(n, boards.get(n), { winner: at === rec.salvos.length ? rec.winner : null })));
-  $("boards").style.setProperty("--cell", rec.players.length > 2 ? "40px" : "52px");
+  $("boards").style.setProperty("--boards", rec.players.length);  // the boards fill the screen (spectate.css)
   $("scrub").value = String(at);
   $("position").textContent = `salvo ${at} of ${rec.salvos.length}`;
   const s = at ? rec.salvos[at - 1] : null;
