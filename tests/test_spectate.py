@@ -291,6 +291,31 @@ def test_a_page_opened_mid_game_gets_the_games_salvos_and_sinks_first() -> None:
     assert json.loads(hub.tick().split(b"data: ", 1)[1]) == {"now": 1234.5}
 
 
+def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from salvo.spectate import Projector
+
+    def record(game: str, winner: str) -> bytes:
+        doc = {"game": game, "players": ["alice", "bob"], "fleets": {}, "salvos": [], "winner": winner}
+        return json.dumps({**doc, "termination": "defeat"}).encode()
+
+    projector = Projector(None)
+    projector.hub.message("/arena1/game/record", record("g-1", "alice"), retained=True)
+    projector.hub.message("/arena2/game/record", record("g-2", "bob"), retained=True)
+    projector.hub.message("/arena1/game/record", b"", retained=True)  # cleared at reset: still listed
+    projector.hub.message("/arena1/game/record", b"not a record", retained=True)
+    with TestClient(Starlette(routes=projector.routes())) as client:
+        games = client.get("/records").json()
+        assert games == [
+            {"game": "g-2", "players": ["alice", "bob"], "winner": "bob", "termination": "defeat"},
+            {"game": "g-1", "players": ["alice", "bob"], "winner": "alice", "termination": "defeat"},
+        ]
+        assert client.get("/record?game=g-1").json()["winner"] == "alice"
+        assert client.get("/record?arena=arena1").status_code == 404  # its current record is gone
+
+
 def test_a_stalled_browser_is_dropped_without_holding_up_the_others() -> None:
     hub = Hub(queue_size=64)
     server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)

@@ -151,7 +151,7 @@ class Hub:
         self._retained: OrderedDict[str, bytes] = OrderedDict()  # topic -> its encoded event
         self._size = 0
         self._clients: set[Client] = set()
-        self._records: OrderedDict[str, bytes] = OrderedDict()  # game id -> record, newest last
+        self._records: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()  # id -> record, summary
         self._history: OrderedDict[str, list[bytes]] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
 
@@ -194,21 +194,29 @@ class Hub:
         """An arena's current record (prefix, "" unprefixed) or one by game id."""
         with self._lock:
             if game is not None:
-                return self._records.get(game)
+                kept = self._records.get(game)
+                return kept[0] if kept else None
             topic = f"/{arena}/game/record" if arena else "/game/record"
             event = self._retained.get(topic)
         if event is None:
             return None
         text: str = json.loads(event.split(b"data: ", 1)[1])["payload"]
-        return text.encode()
+        return text.encode() if record_game(text.encode()) else None  # only a record is served as one
+
+    def games(self) -> list[dict[str, Any]]:
+        """The records kept, newest first: game id, players, winner, how it ended."""
+        with self._lock:
+            return [summary for _, summary in reversed(self._records.values())]
 
     def keep_record(self, payload: bytes) -> str | None:
         """Remember a record by its game id (bounded); the id, or None."""
         game = record_game(payload)
         if game is not None:
+            doc = json.loads(payload)
+            summary = {k: doc.get(k) for k in ("game", "players", "winner", "termination")}
             with self._lock:
                 self._records.pop(game, None)
-                self._records[game] = payload
+                self._records[game] = (payload, summary)
                 while len(self._records) > MAX_RECORDS:
                     self._records.popitem(last=False)
         return game

@@ -30,7 +30,9 @@ link stays good all evening:
 - ``GET /record?arena=<prefix>``: the arena's current record (``-`` or empty
   for the unprefixed arena);
 - ``GET /record?game=<id>``: a record seen tonight, by its game id;
-- ``GET /record``: the record this server was started with (``salvo replay``).
+- ``GET /record``: the record this server was started with (``salvo replay``);
+- ``GET /records``: the games whose records are kept, newest first (id,
+  players, winner, termination): the replay viewer's list of the night.
 
 Every route here is public and read-only; its pages allow scripts from this
 server only (Content-Security-Policy), so text a team chose can never run as
@@ -48,7 +50,7 @@ from importlib.resources import files
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from salvo.audience import Client, Feed, Hub, read_records, record_game, subscriptions
@@ -113,6 +115,7 @@ class Projector:
             *(Route(path, show_page, methods=["GET"]) for path in page_at),
             *(Route(path, static, methods=["GET"]) for path in self.files),
             Route("/record", self._record, methods=["GET"]),
+            Route("/records", self._games, methods=["GET"]),
             Route("/events", self._events, methods=["GET"]),
         ]
 
@@ -137,6 +140,9 @@ class Projector:
         if body is None:
             return PlainTextResponse("no such record (yet)", 404, HEADERS)
         return Response(body, 200, HEADERS, "application/json")
+
+    async def _games(self, request: Request) -> Response:
+        return JSONResponse(self.hub.games(), 200, HEADERS)
 
     async def _events(self, request: Request) -> Response:
         loop = asyncio.get_running_loop()
