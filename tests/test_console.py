@@ -443,6 +443,7 @@ def test_the_console_of_a_real_tournament_run(new_broker: BrokerFactory, tmp_pat
         assert games.read().decode().startswith("game,round,arena,")
         whole = json.loads(user.request("GET", "/export/tournament.json").read())
         assert whole["format"] == "round-robin" and whole["audit"][-1]["action"] == "pause"
+        _the_room_is_on_the_same_server(port, lines)
     finally:
         director.send_signal(signal.SIGTERM)
         try:
@@ -453,6 +454,31 @@ def test_the_console_of_a_real_tournament_run(new_broker: BrokerFactory, tmp_pat
     assert director.returncode == 0, "".join(lines[-40:])
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def _the_room_is_on_the_same_server(port: int, lines: list[str]) -> None:
+    """The projector, its stream and the replay viewer answer on the
+    console's port without a login, and the stream carries the night."""
+    assert any(line.startswith(f"projector: http://127.0.0.1:{port}/projector") for line in lines)
+    room = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    for path, marker in (("/projector", b'src="spectate.js"'), ("/replay", b'src="replay.js"')):
+        room.request("GET", path)
+        page = room.getresponse()
+        assert page.status == 200 and marker in page.read()
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    room.request("GET", "/events")
+    stream = room.getresponse()
+    assert stream.status == 200 and stream.headers["Content-Type"].startswith("text/event-stream")
+    heard: list[str] = []
+
+    def standings_heard() -> bool:
+        heard.append(stream.readline().decode())
+        return '"topic":"/tournament/standings"' in heard[-1]
+
+    wait_until(standings_heard, 20, "the standings on the projector's stream")
+    standings = json.loads(json.loads(heard[-1].removeprefix("data: "))["payload"])
+    assert standings["format"] == "round-robin" and standings["paused"] is True
+    room.close()
 
 
 def test_a_body_past_the_limit_is_refused_unread(client: TestClient) -> None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -237,9 +240,29 @@ def test_a_watcher_sees_no_fleet_before_the_record_and_the_journal_exports_it(
         )
         assert result.exit_code == 0, result.output
         assert exported.read_bytes() == mine[record_at].payload
+        # The same game in the replay viewer, by its journal number.
+        assert _replayed(["--state", str(state), "--arena", prefix, "--game", "1"]) == mine[record_at].payload
+        refused = CliRunner().invoke(main, ["replay", "--state", str(state), "--arena", prefix, "--game", "9"])
+        assert refused.exit_code != 0 and "no game 9" in refused.output
+        both = CliRunner().invoke(main, ["replay", str(exported), "--state", str(state), "--no-browser"])
+        assert both.exit_code == 2 and "one of them" in both.output
     finally:
         for c in clients:
             c.close()
         anonymous.close()
         ref.stop()
         store.close()
+
+
+def _replayed(args: list[str]) -> bytes:
+    """What ``salvo replay ARGS`` serves as its record."""
+    cmd = [sys.executable, "-m", "salvo", "replay", *args, "--no-browser"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = next(w for w in line.split() if w.startswith("http://"))
+        return bytes(urllib.request.urlopen(url.removesuffix("replay") + "record", timeout=5).read())
+    finally:
+        proc.terminate()
+        proc.wait(10)

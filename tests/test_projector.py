@@ -218,7 +218,6 @@ def fed() -> Iterator[Callable[[Hub], SpectatorServer]]:
 
     yield start
     for server in servers:
-        server.shutdown()
         server.close()
 
 
@@ -246,7 +245,7 @@ def test_countdowns_run_on_the_servers_clock(fed: Callable[[Hub], SpectatorServe
     ahead = [3600.0]  # the server's clock, an hour ahead of this machine's
     hub = Hub(clock=lambda: time.time() + ahead[0])
     server = fed(hub)
-    server.heartbeat_s = 0.3  # idle streams get the server's clock this often
+    server.projector.heartbeat_s = 0.3  # idle streams get the server's clock this often
     at = round(hub.clock() + 30, 3)
     _publish(hub, "arena1", {"game/state": "turn", "players/list": ["alice", "bob"], "game/current": "alice"})
     _publish(hub, "arena1", {"game/turn": {"turn": 1, "player": "alice", "shots": 5}})

@@ -76,5 +76,4 @@ def test_the_room_follows_a_real_tournament(new_broker: BrokerFactory, tmp_path:
     finally:
         if director.poll() is None:
             director.kill()
-        server.shutdown()
         server.close()

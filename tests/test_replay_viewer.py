@@ -131,7 +131,6 @@ def test_the_server_hands_out_records_by_game_and_arena() -> None:
         for path in ("replay", "replay.js", "board.js", "spectate.css"):
             assert urllib.request.urlopen(server.url + path, timeout=5).status == 200
     finally:
-        server.shutdown()
         server.close()
 
 
@@ -152,7 +151,6 @@ def viewer() -> Iterator[SpectatorServer]:
     server = SpectatorServer(("127.0.0.1", 0), None, records=[json.dumps(RECORD).encode()])
     server.start()
     yield server
-    server.shutdown()
     server.close()
 
 
@@ -205,7 +203,6 @@ def test_a_shared_link_opens_the_same_salvo(viewer: SpectatorServer, browser: An
         browser.get(bare.url + "replay#game=nowhere&salvo=3")
         _until(browser, "no such record", lambda: "No record for that game" in _text(browser, "#drop"))
     finally:
-        bare.shutdown()
         bare.close()
 
 
@@ -221,7 +218,6 @@ def test_a_dropped_file_is_replayed(browser: Any, tmp_path: Path) -> None:
         _until(browser, "the file's game", lambda: _position(browser) == "salvo 0 of 7")
         assert "g-file" in _text(browser, "#title")
     finally:
-        bare.shutdown()
         bare.close()
 
 

@@ -102,7 +102,6 @@ def serve(broker: Mosquitto) -> Iterator[Callable[..., SpectatorServer]]:
 
     yield start
     for server in servers:
-        server.shutdown()
         server.close()
 
 
@@ -129,7 +128,6 @@ def test_the_server_hands_out_the_page_and_nothing_else() -> None:
         with pytest.raises(urllib.error.HTTPError, match="404"):
             urllib.request.urlopen(server.url + "../etc/passwd", timeout=5)
     finally:
-        server.shutdown()
         server.close()
 
 
@@ -273,7 +271,7 @@ def test_a_page_opened_mid_game_gets_the_games_salvos_and_sinks_first() -> None:
     hub.message("/a/players/bob/ships/boat/sunk", b"true", retained=True)
     hub.message("/a/game/salvo", salvo[1], retained=True)
     hub.message("/game/salvo", salvo[2], retained=True)  # the unprefixed arena: a history of its own
-    attached = hub.attach(None)
+    attached = hub.attach()
     assert attached is not None
     _, start = attached
     assert json.loads(start[0].split(b"data: ", 1)[1]) == {"broker": "down", "reset": True, "now": 1234.5}
@@ -283,21 +281,46 @@ def test_a_page_opened_mid_game_gets_the_games_salvos_and_sinks_first() -> None:
     assert _payloads(start)[:4] == history
     assert _payloads(start)[4:] == list(hub.snapshot().items())
     hub.message("/a/game/state", b"lobby", retained=True)  # the next game: its history starts empty
-    attached = hub.attach(None)
+    attached = hub.attach()
     assert attached is not None
     assert _payloads(attached[1])[:1] == [("/game/salvo", salvo[2].decode())]
     hub.connected()  # back from a lost broker connection: nothing heard before counts
-    attached = hub.attach(None)
+    attached = hub.attach()
     assert attached is not None
     assert [t for t, _ in _payloads(attached[1])] == []
     assert json.loads(hub.tick().split(b"data: ", 1)[1]) == {"now": 1234.5}
+
+
+def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from salvo.spectate import Projector
+
+    def record(game: str, winner: str) -> bytes:
+        doc = {"game": game, "players": ["alice", "bob"], "fleets": {}, "salvos": [], "winner": winner}
+        return json.dumps({**doc, "termination": "defeat"}).encode()
+
+    projector = Projector(None)
+    projector.hub.message("/arena1/game/record", record("g-1", "alice"), retained=True)
+    projector.hub.message("/arena2/game/record", record("g-2", "bob"), retained=True)
+    projector.hub.message("/arena1/game/record", b"", retained=True)  # cleared at reset: still listed
+    projector.hub.message("/arena1/game/record", b"not a record", retained=True)
+    with TestClient(Starlette(routes=projector.routes())) as client:
+        games = client.get("/records").json()
+        assert games == [
+            {"game": "g-2", "players": ["alice", "bob"], "winner": "bob", "termination": "defeat"},
+            {"game": "g-1", "players": ["alice", "bob"], "winner": "alice", "termination": "defeat"},
+        ]
+        assert client.get("/record?game=g-1").json()["winner"] == "alice"
+        assert client.get("/record?arena=arena1").status_code == 404  # its current record is gone
 
 
 def test_a_stalled_browser_is_dropped_without_holding_up_the_others() -> None:
     hub = Hub(queue_size=64)
     server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)
     server.start()
-    stalled = socket.create_connection(("127.0.0.1", server.server_address[1]))
+    stalled = socket.create_connection(("127.0.0.1", server.port))
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")  # and never reads a byte
     reader = Stream(server)
@@ -321,7 +344,6 @@ def test_a_stalled_browser_is_dropped_without_holding_up_the_others() -> None:
     finally:
         reader.close()
         stalled.close()
-        server.shutdown()
         server.close()
 
 
@@ -518,8 +540,7 @@ def test_the_page_follows_a_live_game_in_chromium(
 
     # The spectator server restarts; meanwhile the standings are cleared. The
     # page's EventSource reconnects by itself and shows the new state.
-    address = server.server_address[:2]
-    server.shutdown()
+    address = ("127.0.0.1", server.port)
     server.close()
     _until(browser, "the server's loss", lambda: _text(browser, "#conn").startswith("lost the server"))
     watcher.publish("/tournament/standings", "", retain=True)

@@ -1,9 +1,9 @@
-"""``salvo spectate``: serve the live spectator page.
+"""The projector and the replays on the web: ``salvo spectate``, and the same
+routes on the director's organiser console.
 
-Browsers never speak MQTT. This server reads the public topics of every arena
-(and the tournament's standings and schedule) from the broker with one paho client, keeps the latest
-retained payload per topic, and streams to each browser as server-sent events
-on ``GET /events``:
+Browsers never speak MQTT. What the broker says is kept by a
+:class:`~salvo.audience.Hub` (fed by one paho client) and streamed to each
+browser as server-sent events on ``GET /events``:
 
 - ``event: status``, data ``{"broker": "up"|"down", "reset": bool, "now": t}``.
   With ``reset`` true the browser forgets everything: the whole state follows.
@@ -21,483 +21,198 @@ on ``GET /events``:
   deadlines (``/game/deadline`` says when, not how long) down on it, not on
   the projector machine's clock, which may be minutes off.
 
-A slow or dead browser cannot hold anything up: the MQTT thread only appends
-to bounded per-browser queues, and a browser whose queue is full is dropped
-(its EventSource reconnects and starts again from a fresh snapshot).
-
-The page itself is ``/`` (the projector), with its static files, and
-``/replay``, the replay viewer. Game records (``/game/record``, retained at
-game over and cleared at reset) are also kept by game id after their arena
-moved on, so that a replay link stays good all evening:
+The projector page is ``/`` (``/projector`` on the console, whose ``/`` is
+the organiser's page), with its static files, and ``/replay``, the replay
+viewer. Game records (``/game/record``, retained at game over and cleared at
+reset) are also kept by game id after their arena moved on, so that a replay
+link stays good all evening:
 
 - ``GET /record?arena=<prefix>``: the arena's current record (``-`` or empty
   for the unprefixed arena);
 - ``GET /record?game=<id>``: a record seen tonight, by its game id;
-- ``GET /record``: the record this server was started with (``salvo replay``).
+- ``GET /record``: the record this server was started with (``salvo replay``);
+- ``GET /records``: the games whose records are kept, newest first (id,
+  players, winner, termination): the replay viewer's list of the night.
+
+Every route here is public and read-only; its pages allow scripts from this
+server only (Content-Security-Policy), so text a team chose can never run as
+script beside the console.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 import logging
 import queue
-import secrets
-import socket
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator, Sequence
 from importlib.resources import files
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-import paho.mqtt.client as paho
-from paho.mqtt.reasoncodes import ReasonCode
-from paho.mqtt.subscribeoptions import SubscribeOptions
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
 
-from salvo.mqtt import Broker, connect_async, new_client, read_qos
-from salvo.topics import Topics, TournamentTopics
+from salvo.audience import Client, Feed, Hub, read_records, record_game, subscriptions
+from salvo.mqtt import Broker
+from salvo.webserver import WebServer
+
+__all__ = ["Hub", "Projector", "SpectatorServer", "read_records", "record_game", "subscriptions"]
 
 log = logging.getLogger("salvo.spectate")
 
-HEARTBEAT_S = 15.0  # an SSE comment this often keeps proxies from closing an idle stream
-QUEUE_SIZE = 2000  # live events a browser may lag behind before it is dropped
-MAX_TOPICS = 20_000  # retained topics remembered (about 80 per 10-player arena)
-MAX_BYTES = 32 * 1024 * 1024  # encoded size of everything remembered
-MAX_CLIENTS = 500
-WRITE_TIMEOUT_S = 30.0  # a browser that accepts nothing this long is gone
-MAX_RECORDS = 200  # finished games' records kept by id (each at most 64 kB)
-MAX_HISTORY = 3000  # salvo and sink events kept per arena (a 10-player game has about 1,000)
-MAX_ARENAS = 500  # arenas with a history
-STATIC = {  # path -> (file under salvo/data, content type)
-    "/": ("spectate.html", "text/html; charset=utf-8"),
-    "/index.html": ("spectate.html", "text/html; charset=utf-8"),
+HEARTBEAT_S = 15.0  # an idle stream gets the clock this often (proxies close silent streams)
+PAGE = ("spectate.html", "text/html; charset=utf-8")
+FILES = {  # path -> (file under salvo/data, content type)
     "/replay": ("replay.html", "text/html; charset=utf-8"),
     "/spectate.css": ("spectate.css", "text/css; charset=utf-8"),
     "/spectate.js": ("spectate.js", "text/javascript; charset=utf-8"),
     "/board.js": ("board.js", "text/javascript; charset=utf-8"),
     "/replay.js": ("replay.js", "text/javascript; charset=utf-8"),
 }
-_BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not authorized, bad auth method
-
-
-def subscriptions() -> list[str]:
-    """Every public topic of every arena (unprefixed and ``/<prefix>/...``)
-    and the tournament's topics; never a private one."""
-    public = Topics().public_filters  # /game/record (the replays) among them
-    return [*public, *(f"/+{f}" for f in public), TournamentTopics.standings, TournamentTopics.schedule]
+# The pages set a CSS variable inline (style attributes); scripts only from here.
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
+        "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
 
 
 def page(name: str = "spectate.html") -> bytes:
     return (files("salvo") / "data" / name).read_bytes()
 
 
-def record_game(payload: bytes) -> str | None:
-    """The game id of a record, None when it is not one."""
-    try:
-        doc = json.loads(payload)
-    except ValueError:
-        return None
-    if isinstance(doc, dict) and isinstance(doc.get("game"), str) and isinstance(doc.get("salvos"), list):
-        return str(doc["game"])
-    return None
+class Projector:
+    """The projector's routes over a hub, and the feed filling it from
+    ``broker`` (None: whatever is fed into :attr:`hub` by hand, as in
+    ``salvo replay`` and tests). ``records``: records to serve without a
+    broker; ``GET /record`` answers the last of them."""
 
+    def __init__(self, broker: Broker | None, hub: Hub | None = None, records: Sequence[bytes] = ()) -> None:
+        self.hub = hub or Hub()
+        self.own_record = records[-1] if records else None
+        for record in records:
+            self.hub.keep_record(record)
+        self.feed = Feed(self.hub, broker) if broker else None
+        self.heartbeat_s = HEARTBEAT_S
+        self.files = {path: (page(name), kind) for path, (name, kind) in FILES.items()}
 
-def _arena_topic(topic: str) -> tuple[str, str]:
-    """``(prefix, rest)`` of an arena topic: ``/a/game/salvo`` -> ``("a", "game/salvo")``."""
-    levels = topic.split("/", 2)
-    if len(levels) == 3 and levels[1] not in ("game", "players"):
-        return levels[1], levels[2]
-    return "", topic[1:]
+    def routes(self, page_at: Sequence[str] = ("/", "/index.html", "/projector")) -> list[BaseRoute]:
+        """Its routes, with the projector page on ``page_at``."""
+        projector = page(PAGE[0])
 
+        async def show_page(request: Request) -> Response:
+            return Response(projector, 200, HEADERS, PAGE[1])
 
-def _history_kind(rest: str) -> str | None:
-    """ "salvo", "sink" or "state" for the topics the history follows."""
-    if rest == "game/salvo":
-        return "salvo"
-    if rest == "game/state":
-        return "state"
-    levels = rest.split("/")
-    if len(levels) == 5 and levels[0] == "players" and levels[2] == "ships" and levels[4] == "sunk":
-        return "sink"
-    return None
+        async def static(request: Request) -> Response:
+            body, kind = self.files[request.url.path]
+            return Response(body, 200, HEADERS, kind)
 
-
-def sse(data: object, event: str | None = None) -> bytes:
-    """One server-sent event. JSON has no raw line breaks, so one data line."""
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
-
-
-def read_records(text: str) -> list[bytes]:
-    """The game records in a file: one record (JSON), or every record of a
-    JSON-lines file (``salvo journal export``; a line may hold its record
-    under ``"record"``), in file order."""
-    try:
-        docs = [json.loads(text)]
-    except ValueError:
-        docs = []
-        for line in text.splitlines():
-            with contextlib.suppress(ValueError):
-                docs.append(json.loads(line))
-    found = []
-    for doc in docs:
-        wrapped = isinstance(doc, dict) and "salvos" not in doc
-        raw = json.dumps(doc.get("record") if wrapped else doc, separators=(",", ":")).encode()
-        if record_game(raw) is not None:
-            found.append(raw)
-    return found
-
-
-@dataclass(eq=False)
-class Client:
-    """One browser's stream: what it has still to be sent."""
-
-    sock: socket.socket | None
-    queue: queue.Queue[bytes | None]
-    closed: threading.Event = field(default_factory=threading.Event)
-
-    def close(self) -> None:
-        """Never blocks: wakes the browser's thread even mid-write."""
-        self.closed.set()
-        with contextlib.suppress(queue.Full):
-            self.queue.put_nowait(None)
-        if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_RDWR)
-
-
-class Hub:
-    """The latest retained payload per topic (bounded: the least recently
-    updated topics go first), and every browser's queue."""
-
-    def __init__(
-        self,
-        *,
-        max_topics: int = MAX_TOPICS,
-        max_bytes: int = MAX_BYTES,
-        max_clients: int = MAX_CLIENTS,
-        queue_size: int = QUEUE_SIZE,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.max_topics, self.max_bytes, self.max_clients = max_topics, max_bytes, max_clients
-        self.queue_size = queue_size
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._retained: OrderedDict[str, bytes] = OrderedDict()  # topic -> its encoded event
-        self._size = 0
-        self._clients: set[Client] = set()
-        self._records: OrderedDict[str, bytes] = OrderedDict()  # game id -> record, newest last
-        self._history: OrderedDict[str, list[bytes]] = OrderedDict()  # arena -> this game's salvos and sinks
-        self.broker_up = False
-
-    def attach(self, sock: socket.socket | None) -> tuple[Client, list[bytes]] | None:
-        """A new stream and what it starts with (status, then the snapshot);
-        None when there are too many. Atomic with :meth:`message`, so the
-        stream misses nothing and gets nothing twice."""
-        with self._lock:
-            if len(self._clients) >= self.max_clients:
-                return None
-            client = Client(sock, queue.Queue(self.queue_size))
-            self._clients.add(client)
-            start = self.status(reset=True)
-            history = [e for events in self._history.values() for e in events]
-            return client, [start, *history, *self._retained.values()]
-
-    def status(self, *, reset: bool) -> bytes:
-        return sse({"broker": "up" if self.broker_up else "down", "reset": reset, "now": self.clock()}, "status")
-
-    def tick(self) -> bytes:
-        """What an idle stream is sent now and then: the clock (and a sign of life)."""
-        return sse({"now": round(self.clock(), 3)}, "clock")
-
-    def detach(self, client: Client) -> None:
-        with self._lock:
-            self._clients.discard(client)
-        client.close()
-
-    @property
-    def clients(self) -> int:
-        with self._lock:
-            return len(self._clients)
-
-    def snapshot(self) -> dict[str, str]:
-        """topic -> payload of what a new stream would be sent."""
-        with self._lock:
-            return {t: json.loads(e.split(b"data: ", 1)[1])["payload"] for t, e in self._retained.items()}
-
-    def record(self, *, arena: str | None = None, game: str | None = None) -> bytes | None:
-        """An arena's current record (prefix, "" unprefixed) or one by game id."""
-        with self._lock:
-            if game is not None:
-                return self._records.get(game)
-            topic = f"/{arena}/game/record" if arena else "/game/record"
-            event = self._retained.get(topic)
-        if event is None:
-            return None
-        text: str = json.loads(event.split(b"data: ", 1)[1])["payload"]
-        return text.encode()
-
-    def keep_record(self, payload: bytes) -> str | None:
-        """Remember a record by its game id (bounded); the id, or None."""
-        game = record_game(payload)
-        if game is not None:
-            with self._lock:
-                self._records.pop(game, None)
-                self._records[game] = payload
-                while len(self._records) > MAX_RECORDS:
-                    self._records.popitem(last=False)
-        return game
-
-    def message(self, topic: str, payload: bytes, retained: bool) -> None:
-        text = payload.decode("utf-8", errors="replace")
-        event = sse({"topic": topic, "payload": text, "retained": retained})
-        if payload and topic.endswith("/game/record"):
-            self.keep_record(payload)
-        with self._lock:
-            if retained:
-                self._remember(topic, event if payload else None)
-            self._follow(topic, text, sse({"topic": topic, "payload": text, "retained": False}))
-            self._send(event)
-
-    def connected(self) -> None:
-        """The broker is back: browsers start over, the retained state follows."""
-        with self._lock:
-            self.broker_up = True
-            self._retained.clear()
-            self._size = 0
-            # What happened while away is unknown: a game may have ended and
-            # another begun. Counts start again from the retained last salvo.
-            self._history.clear()
-            self._send(self.status(reset=True))
-
-    def disconnected(self) -> None:
-        with self._lock:
-            if not self.broker_up:
-                return
-            self.broker_up = False
-            self._send(self.status(reset=False))
-
-    def close(self) -> None:
-        with self._lock:
-            clients, self._clients = self._clients, set()
-        for client in clients:
-            client.close()
-
-    def _follow(self, topic: str, text: str, event: bytes) -> None:
-        """Keep an arena's salvos and sinks (as live messages) until its next game."""
-        arena, rest = _arena_topic(topic)
-        kind = _history_kind(rest)
-        if kind is None:
-            return
-        if kind == "state":
-            if text == "lobby":
-                self._history.pop(arena, None)
-            return
-        if kind == "sink" and text != "true":
-            return
-        events = self._history.pop(arena, [])
-        self._history[arena] = events  # the newest arena last: the oldest goes first
-        if len(events) < MAX_HISTORY:
-            events.append(event)
-        while len(self._history) > MAX_ARENAS:
-            self._history.popitem(last=False)
-
-    def _remember(self, topic: str, event: bytes | None) -> None:
-        old = self._retained.pop(topic, None)
-        if old is not None:
-            self._size -= len(old)
-        if event is None:  # an empty retained payload clears the topic
-            return
-        self._retained[topic] = event
-        self._size += len(event)
-        while len(self._retained) > self.max_topics or self._size > self.max_bytes:
-            _, dropped = self._retained.popitem(last=False)
-            self._size -= len(dropped)
-
-    def _send(self, event: bytes) -> None:
-        for client in list(self._clients):
-            try:
-                client.queue.put_nowait(event)
-            except queue.Full:
-                log.warning("dropping a spectator that fell %d events behind", self.queue_size)
-                self._clients.discard(client)
-                client.close()
-
-
-class Feed:
-    """The broker side: one read-only paho client feeding a :class:`Hub`.
-    paho reconnects by itself; every connection subscribes again, which
-    replays the retained state."""
-
-    def __init__(self, hub: Hub, broker: Broker) -> None:
-        self.hub, self.broker = hub, broker
-        self.settled = threading.Event()  # the first connection attempt was answered
-        self.stopping = False
-        self.refused: str | None = None  # the credentials were refused: retrying will not help
-        self.client_id = f"salvo-spectate-{secrets.token_hex(6)}"
-        self.client = new_client(broker, self.client_id)
-        self.client.reconnect_delay_set(min_delay=1, max_delay=5)  # a projector should catch up fast
-        self.client.on_connect = self._on_connect
-        self.client.on_connect_fail = self._on_connect_fail
-        self.client.on_disconnect = self._on_disconnect
-        self.client.on_subscribe = self._on_subscribe
-        self.client.on_message = self._on_message
+        return [
+            *(Route(path, show_page, methods=["GET"]) for path in page_at),
+            *(Route(path, static, methods=["GET"]) for path in self.files),
+            Route("/record", self._record, methods=["GET"]),
+            Route("/records", self._games, methods=["GET"]),
+            Route("/events", self._events, methods=["GET"]),
+        ]
 
     def start(self) -> None:
-        connect_async(self.client, self.broker)
-        self.client.loop_start()
+        if self.feed:
+            self.feed.start()
 
     def stop(self) -> None:
-        self.stopping = True
-        self.client.disconnect()
-        self.client.loop_stop()
+        """Stop the broker client and end every stream."""
+        if self.feed:
+            self.feed.stop()
+        self.hub.close()
 
-    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
-        if rc.is_failure:
-            reason = f"broker {self.broker.url} refused the connection: {rc}"
-            log.error("%s", reason)
-            if rc.value in _BAD_CREDENTIALS:
-                self.refused = reason
-            self.settled.set()
-            return
-        self.refused = None
-        log.info("connected to %s", self.broker.url)
-        self.hub.connected()  # before subscribing: the replayed retained state comes after
-        # Retain-as-published (MQTT 5) tells a live retained update (state to
-        # keep) from a plain message. MQTT 3.1.1 cannot: see _on_message.
-        if self.client.mqtt5:
-            client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in subscriptions()])
+    async def _record(self, request: Request) -> Response:
+        query = request.query_params
+        if "game" in query:
+            body = self.hub.record(game=query["game"])
+        elif "arena" in query:
+            body = self.hub.record(arena=query["arena"].strip("-/"))
         else:
-            client.subscribe([(f, read_qos(self.client)) for f in subscriptions()])
-        self.settled.set()
+            body = self.own_record
+        if body is None:
+            return PlainTextResponse("no such record (yet)", 404, HEADERS)
+        return Response(body, 200, HEADERS, "application/json")
 
-    def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
-        if not self.settled.is_set():
-            log.warning("cannot reach the broker at %s yet; retrying", self.broker.url)
-        self.settled.set()
+    async def _games(self, request: Request) -> Response:
+        return JSONResponse(self.hub.games(), 200, HEADERS)
 
-    def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
-        if self.hub.broker_up and not self.stopping:
-            log.warning("lost the broker (%s); reconnecting", rc)
-        self.hub.disconnected()
+    async def _events(self, request: Request) -> Response:
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
 
-    def _on_subscribe(self, _c: paho.Client, _u: Any, _mid: int, codes: list[ReasonCode], _p: Any) -> None:
-        refused = [f for f, rc in zip(subscriptions(), codes, strict=False) if rc.is_failure]
-        if refused:
-            log.warning("the broker refused the subscriptions %s", ", ".join(refused))
+        def wake() -> None:  # from the MQTT thread
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(ready.set)
 
-    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        # Over 3.1.1 live messages lose their retain flag: keep every message.
-        retained = msg.retain or not self.client.mqtt5
-        self.hub.message(msg.topic, bytes(msg.payload), retained)
+        attached = self.hub.attach(wake)
+        if attached is None:
+            return PlainTextResponse("too many spectators", 503, HEADERS)
+        client, start = attached
+        headers = {**HEADERS, "X-Accel-Buffering": "no"}  # nginx: do not hold events back
+        return StreamingResponse(self._stream(client, start, ready), 200, headers, "text/event-stream; charset=utf-8")
+
+    async def _stream(self, client: Client, start: list[bytes], ready: asyncio.Event) -> AsyncIterator[bytes]:
+        try:
+            yield b"retry: 2000\n\n" + b"".join(start)
+            while not client.closed.is_set():
+                ready.clear()
+                try:
+                    event = client.queue.get_nowait()
+                except queue.Empty:  # wait for the next wake-up (cleared first: none is lost)
+                    try:
+                        await asyncio.wait_for(ready.wait(), self.heartbeat_s)
+                    except TimeoutError:
+                        yield self.hub.tick()  # also how a vanished browser is noticed
+                    continue
+                if event is None:
+                    break
+                yield event
+        finally:
+            self.hub.detach(client)
 
 
-class SpectatorServer(ThreadingHTTPServer):
-    """The page on ``/``, the event stream on ``/events``; ``broker`` None
-    serves whatever is fed into :attr:`hub` by hand (tests)."""
-
-    daemon_threads = True
-    heartbeat_s = HEARTBEAT_S
+class SpectatorServer:
+    """``salvo spectate`` and ``salvo replay``: the projector's routes on a
+    web server of their own (plain HTTP). The port is taken at once."""
 
     def __init__(
         self, address: tuple[str, int], broker: Broker | None, hub: Hub | None = None, records: Sequence[bytes] = ()
     ) -> None:
-        self.files = {path: (page(name), kind) for path, (name, kind) in STATIC.items()}
-        self.hub = hub or Hub()
-        #: what ``GET /record`` answers: the last of ``records`` (``salvo replay``)
-        self.own_record = records[-1] if records else None
-        for record in records:
-            self.hub.keep_record(record)
-        super().__init__(address, _Handler)
-        self.feed = Feed(self.hub, broker) if broker else None
-        if self.feed:
-            self.feed.start()
+        self.projector = Projector(broker, hub, records)
+        app = Starlette(routes=self.projector.routes())
+        self.web = WebServer(app, *address, name="the spectator server", on_close=self.projector.stop)
+        self.web.listen()
+
+    @property
+    def hub(self) -> Hub:
+        return self.projector.hub
+
+    @property
+    def feed(self) -> Feed | None:
+        return self.projector.feed
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        shown = "localhost" if host in ("0.0.0.0", "::", "") else host
-        return f"http://{shown!s}:{port}/"
+        return self.web.url
 
-    def start(self) -> threading.Thread:
-        """Serve in a daemon thread (tests and embedding)."""
-        t = threading.Thread(target=self.serve_forever, name="spectate-http", daemon=True)
-        t.start()
-        return t
+    @property
+    def port(self) -> int:
+        return self.web.port
+
+    def start(self) -> SpectatorServer:
+        """Serve in a daemon thread (returns once it answers), reading the broker."""
+        self.web.start()
+        self.projector.start()
+        return self
 
     def close(self) -> None:
-        """Stop the broker client, end every stream, close the socket (after
-        :meth:`shutdown` when serving)."""
-        if self.feed:
-            self.feed.stop()
-        self.hub.close()
-        self.server_close()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: SpectatorServer
-    timeout = WRITE_TIMEOUT_S
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        if url.path == "/events":
-            self._stream()
-        elif url.path == "/record":
-            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            if "game" in query:
-                body = self.server.hub.record(game=query["game"])
-            elif "arena" in query:
-                body = self.server.hub.record(arena=query["arena"].strip("-/"))
-            else:
-                body = self.server.own_record
-            if body is None:
-                self.send_error(HTTPStatus.NOT_FOUND, "no such record (yet)")
-            else:
-                self._send(body, "application/json")
-        elif url.path in self.server.files:
-            self._send(*self.server.files[url.path])
-        else:
-            self.send_error(HTTPStatus.NOT_FOUND, "only the page, its files, /record and /events are served here")
-
-    def _send(self, body: bytes, kind: str) -> None:
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _stream(self) -> None:
-        attached = self.server.hub.attach(self.connection)
-        if attached is None:
-            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "too many spectators")
-            return
-        client, start = attached
-        try:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("X-Accel-Buffering", "no")  # nginx: do not hold events back
-            self.end_headers()
-            self.wfile.write(b"retry: 2000\n\n" + b"".join(start))
-            while not client.closed.is_set():
-                try:
-                    event = client.queue.get(timeout=self.server.heartbeat_s)
-                except queue.Empty:
-                    event = self.server.hub.tick()  # also how a vanished browser is noticed
-                if event is None or client.closed.is_set():
-                    break
-                self.wfile.write(event)
-        except OSError:  # the browser went away, or was dropped (socket shut down)
-            pass
-        finally:
-            self.server.hub.detach(client)
-            self.close_connection = True
-
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+        """Stop the broker client, end every stream, stop serving."""
+        self.web.close()

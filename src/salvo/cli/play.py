@@ -186,10 +186,7 @@ def spectate(host: str, port: int, broker: str, username: str | None, password: 
 def _spectator_server(host: str, port: int, broker: Broker | None, **kw: Any) -> SpectatorServer:
     from salvo.spectate import SpectatorServer
 
-    try:
-        return SpectatorServer((host, port), broker, **kw)
-    except OSError as exc:
-        raise SalvoError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    return SpectatorServer((host, port), broker, **kw)  # a busy port: ServeError, a failure the CLI reports
 
 
 def _serve_until_stopped(server: SpectatorServer, ready: Callable[[], None]) -> None:
@@ -203,42 +200,83 @@ def _serve_until_stopped(server: SpectatorServer, ready: Callable[[], None]) -> 
     except KeyboardInterrupt:
         pass
     finally:
-        server.shutdown()
         server.close()
 
 
 @click.command()
-@click.argument("record_file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("record_file", metavar="[FILE]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--state",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Instead of FILE: a game of the referee's journal (a referee may be running on it).",
+)
+@click.option("--arena", default="", help="With --state: the arena's prefix (default: the unprefixed arena).")
+@click.option(
+    "--game", "game_no", type=int, help="With --state: the game number (salvo journal list; default: the latest)."
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port (default: a free one).")
 @click.option("--no-browser", is_flag=True, help="Only print the viewer's address.")
 @log_level_option
-def replay(record_file: Path, host: str, port: int, no_browser: bool, log_level: str) -> None:
+def replay(
+    record_file: Path | None,
+    state: Path | None,
+    arena: str,
+    game_no: int | None,
+    host: str,
+    port: int,
+    no_browser: bool,
+    log_level: str,
+) -> None:
     """Replay a finished game in the browser, salvo by salvo.
 
     FILE is a game record (the JSON of /game/record) or a `salvo journal
-    export` JSON-lines file (its last record is shown). A local server serves
-    the replay viewer with it; its address is printed and opened in a browser.
-    The viewer steps, scrubs and plays at any speed; its address always
-    points at the salvo shown.
+    export` JSON-lines file (its last record is shown). Or, with --state, a
+    game of the referee's journal by its number (`salvo journal list` shows
+    them): `salvo replay --state salvo-referee.db --arena arena1 --game 3`.
+    A local server serves the replay viewer with it; its address is printed
+    and opened in a browser. The viewer steps, scrubs and plays at any speed;
+    its address always points at the salvo shown.
     """
     import webbrowser
 
+    setup_logging(log_level)
+    if (record_file is None) == (state is None):
+        raise click.UsageError("give a record FILE or --state (a game of the referee's journal), one of them")
+    if state is not None:
+        records, source = [_journal_record(state, arena, game_no)], f"{state}"
+    else:
+        assert record_file is not None
+        records, source = _file_records(record_file), str(record_file)
+    server = _spectator_server(host, port, None, records=records)
+    url = f"{server.url}replay"
+
+    def ready() -> None:
+        click.echo(f"replay viewer of {source} on {url} (Ctrl-C stops)")
+        if not no_browser:
+            webbrowser.open(url)
+
+    _serve_until_stopped(server, ready)
+
+
+def _file_records(record_file: Path) -> list[bytes]:
     from salvo.spectate import read_records
 
-    setup_logging(log_level)
     try:
         records = read_records(record_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise LocalFileError(f"cannot read {record_file}: {exc}") from None
     if not records:
         raise LocalFileError(f"{record_file} holds no game record")
-    server = _spectator_server(host, port, None, records=records)
-    url = f"{server.url}replay"
+    return records
 
-    def ready() -> None:
-        click.echo(f"replay viewer of {record_file} on {url} (Ctrl-C stops)")
-        if not no_browser:
-            webbrowser.open(url)
 
-    _serve_until_stopped(server, ready)
+def _journal_record(state: Path, arena: str, game_no: int | None) -> bytes:
+    """The record of a game of the journal, as the referee published it."""
+    import io
+
+    from salvo.journaltools import export_record
+
+    out = io.StringIO()
+    export_record(state, out, arena.strip("/"), game_no)  # JournalError: no such game, not over
+    return out.getvalue().encode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from salvo.cli.common import (
     resume_window_option,
     setup_logging,
 )
+
+if TYPE_CHECKING:
+    from salvo.mqtt import Broker
 
 _STATE: dict[str, Any] = {
     "type": click.Path(dir_okay=False, path_type=Path),
@@ -238,7 +241,7 @@ def run(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: director.stop.set())
             if console is not None:
-                server = _start_console(director, *console)
+                server = _start_console(director, target, *console)
 
         rows = night.hold(director, service, on_started=started)
     finally:
@@ -271,12 +274,17 @@ def _console_settings(
     return host.strip("[]"), int(port), password, cert, key
 
 
-def _start_console(controls: Any, host: str, port: int, password: str, cert: Path | None, key: Path | None) -> Any:
+def _start_console(
+    controls: Any, broker: Broker, host: str, port: int, password: str, cert: Path | None, key: Path | None
+) -> Any:
+    """The organiser console, with the projector and the replays on the same server."""
     from salvo.console import Console
+    from salvo.spectate import Projector
 
-    server = Console(controls, host, port, password, certfile=cert, keyfile=key)
+    server = Console(controls, host, port, password, certfile=cert, keyfile=key, projector=Projector(broker))
     server.start()
     click.echo(f"organiser console: {server.url}", err=True)
+    click.echo(f"projector: {server.projector_url} (replays: {server.url}replay)", err=True)
     return server
 
 

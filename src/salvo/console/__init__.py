@@ -5,20 +5,11 @@ the exports. Its HTML, CSS and script ship in the package: nothing is
 fetched from the internet at the venue.
 
 ``create_app`` is the Starlette application; :class:`Console` serves it with
-uvicorn in a thread.
+uvicorn in a thread, the projector and the replays (:mod:`salvo.spectate`)
+beside it on the same server.
 """
 
 from __future__ import annotations
-
-from importlib.util import find_spec
-
-from salvo.failures import MissingExtra
-
-if find_spec("starlette") is None or find_spec("uvicorn") is None:  # pragma: no cover - the installation
-    # the 'organiser' extra: only the organiser's laptop serves the console
-    raise MissingExtra(
-        "the organiser console needs the 'organiser' extra: pip install 'salvo[organiser]' (starlette, uvicorn)"
-    )
 
 from salvo.console.app import create_app
 from salvo.console.auth import MIN_PASSWORD, ConsoleError, check_password

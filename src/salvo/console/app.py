@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from salvo.console.auth import LoginLimiter, Password, Session, Sessions
 from salvo.console.pages import Pages, security_headers
@@ -69,12 +69,12 @@ def _json(data: Any) -> str:
 class _State:
     """What the handlers share."""
 
-    def __init__(self, controls: Controls, password: str, secure: bool, login_delay_s: float) -> None:
+    def __init__(self, controls: Controls, password: str, secure: bool, login_delay_s: float, room: bool) -> None:
         self.controls, self.secure, self.login_delay_s = controls, secure, login_delay_s
         self.password = Password(password)
         self.sessions = Sessions()
         self.limiter = LoginLimiter()
-        self.pages = Pages()
+        self.pages = Pages(room)
         self.stopping = threading.Event()  # set by Console.close(): streams end
         self.streams = 0
         self.poll_s = POLL_S
@@ -115,11 +115,19 @@ def _csrf(state: _State, handler: Callable[[Request, Session], Awaitable[Respons
     return _logged_in(state, checked)
 
 
-def create_app(controls: Controls, password: str, *, secure: bool, login_delay_s: float = 0.5) -> Starlette:
+def create_app(
+    controls: Controls,
+    password: str,
+    *,
+    secure: bool,
+    login_delay_s: float = 0.5,
+    routes: Sequence[BaseRoute] = (),
+) -> Starlette:
     """The console for ``controls``; ``secure``: it is served over TLS (the
     cookie is then ``Secure``). ``login_delay_s``: how long a wrong password
-    waits for its answer. Raises ConsoleError for a weak password."""
-    state = _State(controls, password, secure, login_delay_s)
+    waits for its answer. ``routes``: public ones served beside it (the
+    projector's). Raises ConsoleError for a weak password."""
+    state = _State(controls, password, secure, login_delay_s, room=bool(routes))
 
     async def index(request: Request) -> Response:
         session = state.session(request)
@@ -201,6 +209,7 @@ def create_app(controls: Controls, password: str, *, secure: bool, login_delay_s
             Route("/api/events", _logged_in(state, events), methods=["GET"]),
             Route("/api/control", _csrf(state, control), methods=["POST"]),
             Route("/export/{name}", _logged_in(state, export), methods=["GET"]),
+            *routes,
         ]
     )
     app.state.console = state

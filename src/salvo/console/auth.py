@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from salvo.failures import Failure
+from salvo.webserver import ServeError
 
 MIN_PASSWORD = 8
 SESSION_TTL_S = 12 * 3600.0  # one tournament night
@@ -22,7 +22,7 @@ FAILURES_ALLOWED = 5  # wrong passwords per client ...
 FAILURE_WINDOW_S = 60.0  # ... in this long; then it waits
 
 
-class ConsoleError(Failure):
+class ConsoleError(ServeError):
     """The console cannot start as asked (a weak password, a bad certificate, a busy port)."""
 
 

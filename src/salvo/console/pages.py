@@ -42,13 +42,22 @@ class Page:
     headers: dict[str, str]
 
 
+# Links to the projector and the replays, when this server serves them.
+ROOM = (
+    '<nav id="room" aria-label="the room"><span class="muted">Room</span> '
+    '<a href="/projector" target="_blank" rel="noopener">projector</a> '
+    '<a href="/replay" target="_blank" rel="noopener">replays</a></nav>'
+)
+
+
 class Pages:
-    def __init__(self) -> None:
+    def __init__(self, room: bool = False) -> None:
         css = _static("console.css")
         self._login = _static("login.html").replace("/*CSS*/", css)
         # The actions' help (button titles, the dialog), as data the script reads.
         actions = json.dumps({a.name: {"args": a.args, "help": a.help} for a in ACTIONS.values()})
         console = _static("console.html").replace("{{ACTIONS}}", actions.replace("<", "\\u003c"))
+        console = console.replace("{{ROOM}}", ROOM if room else "")
         self._console = console.replace("/*CSS*/", css).replace("/*JS*/", _static("console.js"))
 
     def login(self, message: str = "") -> Page:

@@ -1,0 +1,127 @@
+"""A Starlette application served by uvicorn in a daemon thread with its own
+event loop, over TLS when given a certificate and its key.
+
+One web server per process: the projector, the replays and (on the
+director) the organiser console are routes of the same application.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from salvo.failures import Failure
+
+START_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 3.0
+
+
+class ServeError(Failure):
+    """The web server cannot start as asked (a busy port, a bad certificate)."""
+
+
+class WebServer:
+    """``start()`` serves ``app``; ``url`` is where; ``close()`` stops within
+    about a second, after ``on_close`` (which ends the open event streams:
+    uvicorn waits for them otherwise). ``name`` says whose server it is in
+    errors; ``error`` is the exception they are raised as."""
+
+    def __init__(
+        self,
+        app: Starlette,
+        host: str,
+        port: int,
+        *,
+        certfile: str | Path | None = None,
+        keyfile: str | Path | None = None,
+        name: str = "the web server",
+        error: type[ServeError] = ServeError,
+        on_close: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name, self.error, self.on_close = name, error, on_close
+        if (certfile is None) != (keyfile is None):
+            raise error(f"{name}'s TLS needs both a certificate and its key")
+        self.app, self.host, self.tls = app, host, certfile is not None
+        self.config = uvicorn.Config(
+            app,
+            ssl_certfile=str(certfile) if certfile else None,
+            ssl_keyfile=str(keyfile) if keyfile else None,
+            lifespan="off",
+            log_config=None,  # the CLI sets up logging
+            access_log=False,
+            timeout_graceful_shutdown=1,
+        )
+        try:
+            self.config.load()  # a bad certificate or key fails here, not in the thread
+        except (OSError, ssl.SSLError) as exc:
+            raise error(f"{name}'s certificate or key cannot be used: {exc}") from exc
+        self.server = uvicorn.Server(self.config)
+        self._port = port
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one chosen for port 0, once started)."""
+        return self._port
+
+    @property
+    def url(self) -> str:
+        shown = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in shown:
+            shown = f"[{shown}]"
+        return f"{'https' if self.tls else 'http'}://{shown}:{self.port}/"
+
+    def listen(self) -> None:
+        """Take the port now (a busy one fails here); :meth:`start` serves on it."""
+        if self._sock is not None:
+            return
+        try:
+            family = socket.getaddrinfo(self.host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+            self._sock = socket.create_server((self.host, self._port), family=family, backlog=128)
+        except OSError as exc:
+            raise self.error(f"{self.name} cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from exc
+        self._port = int(self._sock.getsockname()[1])
+
+    def start(self) -> WebServer:
+        """Listen, serve in a thread; returns once it answers."""
+        self.listen()
+        self._thread = threading.Thread(target=self._run, name="salvo-web", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.close()
+                raise self.error(f"{self.name} did not start: {self._failed or 'timed out'}")
+            time.sleep(0.01)
+        return self
+
+    def _run(self) -> None:
+        assert self._sock is not None
+        try:
+            asyncio.run(self.server.serve(sockets=[self._sock]))
+        except BaseException as exc:  # SystemExit from uvicorn included: the caller is told
+            self._failed = exc
+
+    def close(self) -> None:
+        self.on_close()
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(CLOSE_TIMEOUT_S)
+        if self._sock is not None:
+            self._sock.close()
+
+    def __enter__(self) -> WebServer:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
