@@ -206,6 +206,22 @@ def test_a_shared_link_opens_the_same_salvo(viewer: SpectatorServer, browser: An
         bare.close()
 
 
+def test_tonights_games_are_listed_and_open_in_the_viewer(browser: Any) -> None:
+    bare = SpectatorServer(("127.0.0.1", 0), None)  # as on the console: no record of its own
+    bare.start()
+    try:
+        for game in ("g-early", "g-late"):  # as the broker delivers them at game over
+            bare.hub.message("/arena1/game/record", json.dumps(make_record(game)).encode(), retained=True)
+        browser.get(bare.url + "replay")
+        _until(browser, "tonight's games", lambda: len(browser.find_elements("css selector", "#games li")) == 2)
+        assert _text(browser, "#games").splitlines() == ["alice vs bob · alice wins"] * 2
+        browser.find_elements("css selector", "#games a")[1].click()  # the older one: newest first
+        _until(browser, "the picked game", lambda: "g-early" in _text(browser, "#title"))
+        assert _position(browser) == "salvo 0 of 7" and "#game=g-early" in browser.current_url
+    finally:
+        bare.close()
+
+
 def test_a_dropped_file_is_replayed(browser: Any, tmp_path: Path) -> None:
     bare = SpectatorServer(("127.0.0.1", 0), None)
     bare.start()

@@ -95,10 +95,30 @@ document.addEventListener("keydown", (ev) => {
               Home: () => $("first").click(), End: () => $("last").click() }[ev.key];
   if (k) { ev.preventDefault(); k(); }
 });
-window.addEventListener("hashchange", () => {
-  const i = Number(fragment().get("salvo"));
-  if (rec && Number.isFinite(i) && i !== at) show(i);
+window.addEventListener("hashchange", async () => {
+  const f = fragment(), game = f.get("game"), i = Number(f.get("salvo"));
+  if (game && (!rec || rec.game !== game)) {  // a game picked from tonight's list
+    const r = await fetchRecord(`?game=${encodeURIComponent(game)}`);
+    if (r) { play(false); load(r, Number.isFinite(i) ? i : 0); }
+  } else if (rec && Number.isFinite(i) && i !== at) show(i);
 });
+
+// The games this server kept tonight (GET /records), each a link to its replay.
+async function listGames() {
+  let games = [];
+  try {
+    const resp = await fetch("records", { cache: "no-store" });
+    games = resp.ok ? await resp.json() : [];
+  } catch { games = []; }
+  if (!Array.isArray(games) || !games.length) return;
+  $("games").replaceChildren(...games.map((g) => {
+    const players = Array.isArray(g.players) ? g.players.join(" vs ") : "";
+    const result = g.winner ? `${g.winner} wins` : g.termination || "";
+    return el("li", {}, el("a", { href: `#${new URLSearchParams({ game: g.game, salvo: "0" })}`, text: players }),
+              el("span", { text: result ? ` · ${result}` : "" }));
+  }));
+  $("tonight").hidden = false;
+}
 
 (async () => {
   const q = new URLSearchParams(location.search), f = fragment();
@@ -108,8 +128,9 @@ window.addEventListener("hashchange", () => {
   else if (f.has("game")) r = await fetchRecord(`?game=${encodeURIComponent(f.get("game"))}`);
   if (!r && !q.has("arena") && !f.has("game")) r = await fetchRecord("");
   if (r) load(r, start);
-  else if (q.has("arena") || f.has("game")) {
-    $("source").prepend(el("strong", { text: "No record for that game here (yet). " }));
+  else {
+    if (q.has("arena") || f.has("game")) $("source").prepend(el("strong", { text: "No record for that game here (yet). " }));
+    await listGames();
   }
   window.salvoReplayReady = true;  // for tests
 })();
