@@ -316,7 +316,10 @@ def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
         assert client.get("/record?arena=arena1").status_code == 404  # its current record is gone
 
 
-def test_a_stalled_browser_is_dropped_without_holding_up_the_others() -> None:
+def test_a_stalled_browser_is_dropped_without_holding_up_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    import salvo.webserver
+
+    monkeypatch.setattr(salvo.webserver, "UNACKED_LIMIT_MS", 2000)  # the kernel cuts it after 2 s, not 30
     hub = Hub(queue_size=64)
     server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)
     server.start()
@@ -341,10 +344,33 @@ def test_a_stalled_browser_is_dropped_without_holding_up_the_others() -> None:
         assert received == [str(i) for i in range(400)]
         assert feeding < 5  # the feeding (MQTT) thread was never held up
         assert hub.clients == 1  # the stalled one was dropped
+        # ... and its connection, stuck in a write that never completes, is
+        # cut: it holds no stream (nor its buffers, nor a descriptor) for good.
+        wait_until(lambda: sum(server.projector.streams.values()) == 1, 30, "the stalled connection cut")
     finally:
         reader.close()
         stalled.close()
         server.close()
+
+
+def test_one_address_cannot_take_every_stream() -> None:
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from salvo.spectate import MAX_PER_ADDRESS, Projector
+
+    projector = Projector(None)
+    projector.streams["10.0.0.7"] = MAX_PER_ADDRESS  # one laptop holds its share
+    projector.streams["testclient"] = MAX_PER_ADDRESS  # TestClient's address
+    assert projector._refuse("10.0.0.7") == f"at most {MAX_PER_ADDRESS} streams from one address"
+    assert projector._refuse("10.0.0.8") is None  # the projector, elsewhere, still gets in
+    projector.streams["127.0.0.1"] = MAX_PER_ADDRESS
+    assert projector._refuse("127.0.0.1") is None  # this laptop's own screens are not capped
+    with TestClient(Starlette(routes=projector.routes())) as client:
+        refused = client.get("/events")
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "10"
+    projector.max_streams = sum(projector.streams.values())
+    assert projector._refuse("10.0.0.8") == "too many spectators"
 
 
 def test_cli_refuses_a_bad_broker_url() -> None:

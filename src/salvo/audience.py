@@ -124,8 +124,13 @@ class Client:
     closed: threading.Event = field(default_factory=threading.Event)
 
     def close(self) -> None:
-        """Never blocks: the stream sees ``closed`` at its next wake-up."""
+        """Never blocks: the stream sees ``closed`` at its next wake-up, and
+        what it had still to send is let go now (a dropped browser's stream
+        may be stuck in a write for a while: it must not hold them)."""
         self.closed.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.queue.get_nowait()
         with contextlib.suppress(queue.Full):
             self.queue.put_nowait(None)
         self.wake()
@@ -291,7 +296,8 @@ class Hub:
         for client in list(self._clients):
             try:
                 client.queue.put_nowait(event)
-                client.wake()
+                if client.queue.qsize() == 1:  # it was empty: its stream may be waiting (else it drains anyway)
+                    client.wake()
             except queue.Full:
                 log.warning("dropping a spectator that fell %d events behind", self.queue_size)
                 self._clients.discard(client)

@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import queue
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
 from importlib.resources import files
 
 from starlette.applications import Starlette
@@ -53,7 +55,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from salvo.audience import Client, Feed, Hub, read_records, record_game, subscriptions
+from salvo.audience import Feed, Hub, read_records, record_game, subscriptions
 from salvo.mqtt import Broker
 from salvo.webserver import WebServer
 
@@ -62,6 +64,9 @@ __all__ = ["Hub", "Projector", "SpectatorServer", "read_records", "record_game",
 log = logging.getLogger("salvo.spectate")
 
 HEARTBEAT_S = 15.0  # an idle stream gets the clock this often (proxies close silent streams)
+MAX_STREAMS = 500  # open event streams, all addresses together
+MAX_PER_ADDRESS = 16  # one laptop on the venue network cannot shut the projector out (loopback may)
+CHUNK = 64 * 1024  # the start of a stream is written this much at a time
 PAGE = ("spectate.html", "text/html; charset=utf-8")
 FILES = {  # path -> (file under salvo/data, content type)
     "/replay": ("replay.html", "text/html; charset=utf-8"),
@@ -85,6 +90,27 @@ def page(name: str = "spectate.html") -> bytes:
     return (files("salvo") / "data" / name).read_bytes()
 
 
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _chunks(events: list[bytes]) -> Iterator[bytes]:
+    """``events`` joined into pieces of about CHUNK bytes."""
+    batch: list[bytes] = []
+    size = 0
+    for event in events:
+        batch.append(event)
+        size += len(event)
+        if size >= CHUNK:
+            yield b"".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield b"".join(batch)
+
+
 class Projector:
     """The projector's routes over a hub, and the feed filling it from
     ``broker`` (None: whatever is fed into :attr:`hub` by hand, as in
@@ -98,6 +124,8 @@ class Projector:
             self.hub.keep_record(record)
         self.feed = Feed(self.hub, broker) if broker else None
         self.heartbeat_s = HEARTBEAT_S
+        self.max_streams = MAX_STREAMS
+        self.streams: Counter[str] = Counter()  # open streams per address (touched on the event loop only)
         self.files = {path: (page(name), kind) for path, (name, kind) in FILES.items()}
 
     def routes(self, page_at: Sequence[str] = ("/", "/index.html", "/projector")) -> list[BaseRoute]:
@@ -144,7 +172,31 @@ class Projector:
     async def _games(self, request: Request) -> Response:
         return JSONResponse(self.hub.games(), 200, HEADERS)
 
+    def _refuse(self, address: str) -> str | None:
+        """Why a stream from ``address`` may not open now, if it may not."""
+        if sum(self.streams.values()) >= self.max_streams:
+            return "too many spectators"
+        if self.streams[address] >= MAX_PER_ADDRESS and not _loopback(address):
+            return f"at most {MAX_PER_ADDRESS} streams from one address"
+        return None
+
     async def _events(self, request: Request) -> Response:
+        address = request.client.host if request.client else "?"
+        refused = self._refuse(address)
+        if refused:
+            return PlainTextResponse(refused, 503, {**HEADERS, "Retry-After": "10"})
+        headers = {**HEADERS, "X-Accel-Buffering": "no"}  # nginx: do not hold events back
+        return StreamingResponse(self._stream(address), 200, headers, "text/event-stream; charset=utf-8")
+
+    async def _stream(self, address: str) -> AsyncIterator[bytes]:
+        """Counted for as long as the connection lasts (a dropped browser
+        stuck in a write still holds one), from where nothing awaits between
+        the check and the count: simultaneous requests all pass the
+        handler's check."""
+        refused = self._refuse(address)
+        if refused:
+            yield b"retry: 10000\n\n"  # the EventSource comes back later
+            return
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
 
@@ -154,14 +206,15 @@ class Projector:
 
         attached = self.hub.attach(wake)
         if attached is None:
-            return PlainTextResponse("too many spectators", 503, HEADERS)
+            yield b"retry: 10000\n\n"
+            return
         client, start = attached
-        headers = {**HEADERS, "X-Accel-Buffering": "no"}  # nginx: do not hold events back
-        return StreamingResponse(self._stream(client, start, ready), 200, headers, "text/event-stream; charset=utf-8")
-
-    async def _stream(self, client: Client, start: list[bytes], ready: asyncio.Event) -> AsyncIterator[bytes]:
+        self.streams[address] += 1
         try:
-            yield b"retry: 2000\n\n" + b"".join(start)
+            yield b"retry: 2000\n\n"
+            for chunk in _chunks(start):  # a snapshot of megabytes is not one buffer per browser
+                yield chunk
+            del start
             while not client.closed.is_set():
                 ready.clear()
                 try:
@@ -176,6 +229,9 @@ class Projector:
                     break
                 yield event
         finally:
+            self.streams[address] -= 1
+            if not self.streams[address]:
+                del self.streams[address]
             self.hub.detach(client)
 
 

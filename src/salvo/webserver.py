@@ -22,6 +22,11 @@ from salvo.failures import Failure
 
 START_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 3.0
+# A connection whose sent data goes unacknowledged this long is cut by the
+# kernel (TCP_USER_TIMEOUT, inherited by accepted sockets): uvicorn never
+# times out a write, and a browser that stops reading would otherwise hold
+# its stream, its buffers and a file descriptor for good.
+UNACKED_LIMIT_MS = 30_000
 
 
 class ServeError(Failure):
@@ -88,6 +93,8 @@ class WebServer:
         try:
             family = socket.getaddrinfo(self.host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
             self._sock = socket.create_server((self.host, self._port), family=family, backlog=128)
+            if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, UNACKED_LIMIT_MS)
         except OSError as exc:
             raise self.error(f"{self.name} cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from exc
         self._port = int(self._sock.getsockname()[1])
