@@ -76,6 +76,7 @@ def test_cli_suite_passes_against_our_referee_with_a_prefix(
     assert any("§6" in line and "salvo.order" in line for line in lines)
 
 
+@pytest.mark.long  # about 25 s: in `pytest -m long` (CI runs it) to keep the default run under 10 minutes
 def test_pytest_entry_point_passes_without_a_prefix(broker: Mosquitto, start_referee: Any, tmp_path: Path) -> None:
     start_referee(prefixes=[""], **SETTINGS)
     proc = subprocess.run(

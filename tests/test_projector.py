@@ -164,6 +164,8 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
         "#round",
     ):
         assert _px(projector, selector) >= 32, selector
+    # The only arena on the screen takes it: bigger still, with more of its story.
+    assert _px(projector, f"{card}.solo .headline") >= 64
     DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
     projector.save_screenshot(str(DOCS_SHOTS / "projector-live.png"))
 

@@ -142,6 +142,7 @@ def _director_cmd(mosq: Mosquitto, tmp_path: Path, registry: Path, *extra: str) 
     return director_cmd(mosq.url("referee"), tmp_path, registry, "--log-level", "warning", *extra)
 
 
+@pytest.mark.long  # about 25 s: in `pytest -m long` (CI runs it) to keep the default run under 10 minutes
 def test_a_no_show_and_a_director_killed_mid_game(new_broker: BrokerFactory, tmp_path: Path) -> None:
     """team4 never comes: its three games are forfeited to the opponents that
     turned up. The director is killed with SIGKILL while a game runs and

@@ -32,7 +32,8 @@ function arena(prefix) {
   return arenas.get(prefix);
 }
 
-function note(a, line) { a.feed.unshift(line); a.feed.length = Math.min(a.feed.length, 3); }
+const FEED = 3, SOLO_FEED = 8;  // recent events on a card; on the only card on the screen
+function note(a, line) { a.feed.unshift(line); a.feed.length = Math.min(a.feed.length, SOLO_FEED); }
 
 // Only this game's players are news (a stale topic of another game is not).
 function playing(a, name) { return !a.players.length || a.players.includes(name); }
@@ -187,7 +188,10 @@ function replay(a) {
 
 function arenaCard(prefix, a) {
   const replaying = a.record && a.state === "over";
-  const card = el("article", { class: `arena${replaying ? " replaying" : ""}`, "data-arena": prefix || "(default)" });
+  // The only arena of the night, playing: bigger, with more of its story (the screen is its own).
+  const solo = !replaying && [...arenas.values()].filter((x) => x.state).length === 1;
+  const card = el("article", { class: `arena${replaying ? " replaying" : solo ? " solo" : ""}`,
+                               "data-arena": prefix || "(default)" });
   const round = schedule && fixture(a) ? `round ${schedule.round}` : "";
   const down = a.server === "down" && a.state !== "over";
   card.append(el("div", { class: "arena-top" }, el("span", { text: prefix || "main table" }),
@@ -205,7 +209,7 @@ function arenaCard(prefix, a) {
                           text: s ? `Last salvo: ${s.player}, ${plural(s.hits, "hit")} of ${s.shots}` : "" }));
   card.append(playersTable(a));
   const feed = el("ul", { class: "feed", "data-testid": "feed" });
-  for (const line of a.feed) feed.append(el("li", { text: line }));
+  for (const line of a.feed.slice(0, solo ? SOLO_FEED : FEED)) feed.append(el("li", { text: line }));
   if (replaying) {
     const r = replay(a);
     r.querySelector(".boards").append(feed);  // beside the boards: the card stays on the screen
