@@ -153,6 +153,12 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
         lambda: _text(projector, f'{card} tr[data-player="bob"]').split()[3:] == ["4", "1"],
     )
 
+    # The only arena on the screen shows every salvo so far, by hits.
+    assert [_text(projector, f'{card} .salvo-row[data-player="{n}"]').split() for n in ("alice", "bob")] == [
+        ["alice", "5"],
+        ["bob", "1"],
+    ]
+
     # Readable from the back of the room: key text at 32 px or more.
     for selector in (
         f"{card} .headline",
@@ -160,6 +166,7 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
         f"{card} .countdown",
         f"{card} [data-testid=salvo]",
         f"{card} tbody td",
+        f"{card} .salvo-row .hits",
         "#standings tbody td",
         "#round",
     ):

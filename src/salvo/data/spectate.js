@@ -171,6 +171,21 @@ function playersTable(a) {
   return el("table", { class: "players" }, el("thead", {}, head), body);
 }
 
+// Every salvo of the game so far, a box per salvo with its hits, a row per
+// player: public (the salvo rule tells how many hit, not which).
+function salvoRows(a) {
+  const box = el("div", { class: "salvo-rows", "data-testid": "salvo-rows" },
+                  el("div", { class: "salvo-rows-title", text: "hits, salvo by salvo" }));
+  const all = [...a.salvos.values()].sort((x, y) => x.turn - y.turn);
+  for (const name of a.players) {
+    const mine = all.filter((s) => s.player === name).slice(-14);
+    box.append(el("div", { class: "salvo-row", "data-player": name }, el("span", { class: "name", text: name }),
+      ...mine.map((s) => el("span", { class: `hits${s.hits ? " some" : ""}${s.hits >= 3 ? " many" : ""}`,
+                                      title: `turn ${s.turn}: ${s.hits} of ${s.shots}`, text: String(s.hits) }))));
+  }
+  return box;
+}
+
 function replay(a) {
   const r = a.record, at = a.replayAt;
   const boards = Salvo.replayState(r, at);
@@ -208,8 +223,10 @@ function arenaCard(prefix, a) {
   card.append(el("div", { class: "salvo-line", "data-testid": "salvo",
                           text: s ? `Last salvo: ${s.player}, ${plural(s.hits, "hit")} of ${s.shots}` : "" }));
   card.append(playersTable(a));
+  if (solo && a.salvos.size) card.append(salvoRows(a));
   const feed = el("ul", { class: "feed", "data-testid": "feed" });
-  for (const line of a.feed.slice(0, solo ? SOLO_FEED : FEED)) feed.append(el("li", { text: line }));
+  const lines = solo ? (a.players.length > 2 ? SOLO_FEED - 3 : SOLO_FEED) : FEED;  // a table of 4 takes room
+  for (const line of a.feed.slice(0, lines)) feed.append(el("li", { text: line }));
   if (replaying) {
     const r = replay(a);
     r.querySelector(".boards").append(feed);  // beside the boards: the card stays on the screen
