@@ -97,6 +97,15 @@ def test_a_pause_from_the_console_is_what_the_teams_see(
         assert json.loads(paused.payload)["left"] > 50  # the turn clock stopped with most of its 60 s left
         _until(browser, "arena1 shown paused", lambda: browser.find_elements("css selector", f"{card}.paused"))
 
+        # The room's view, on the same server (the console's header links to it).
+        assert browser.find_elements("css selector", '#room a[href="/projector"]')
+        browser.get(url + "projector")
+        room = 'article[data-arena="arena1"]'
+        _until(browser, "the match on the projector", lambda: _text(browser, f"{room} .headline") == "ada vs bletchley")
+        _until(browser, "the pause on the projector", lambda: _text(browser, f"{room} .countdown").startswith("PAUSED"))
+        browser.get(url)
+        _until(browser, "back on the console", lambda: "ada vs bletchley" in _text(browser, card))
+
         mark = teams_view.mark()
         _click(browser, f'{card} button[data-action="resume-game"]')
         teams_view.wait(
