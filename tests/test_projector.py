@@ -216,18 +216,13 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
 @pytest.fixture
 def fed() -> Iterator[Callable[[Hub], SpectatorServer]]:
     """``fed(hub)``: a spectator server without a broker, fed through ``hub``."""
-    servers: list[SpectatorServer] = []
 
-    def start(hub: Hub) -> SpectatorServer:
-        server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)
+    def start(spectator: Callable[..., SpectatorServer], hub: Hub) -> SpectatorServer:
         hub.connected()  # the page says "live"
-        server.start()
-        servers.append(server)
-        return server
+        return spectator(hub=hub)
 
-    yield start
-    for server in servers:
-        server.close()
+    with test_spectate.spectator_servers() as spectator:
+        yield lambda hub: start(spectator, hub)
 
 
 def _publish(hub: Hub, arena: str, topics: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ build/screenshots/."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -89,20 +90,35 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     mosq.stop()
 
 
-@pytest.fixture
-def serve(broker: Mosquitto) -> Iterator[Callable[..., SpectatorServer]]:
-    """``serve()``: a spectator server reading the test broker anonymously."""
+@contextlib.contextmanager
+def spectator_servers() -> Iterator[Callable[..., SpectatorServer]]:
+    """``start(address, broker, hub)``: a started spectator server, closed at the end."""
     servers: list[SpectatorServer] = []
 
-    def start(address: tuple[str, int] = ("127.0.0.1", 0), broker_url: str | None = None) -> SpectatorServer:
-        server = SpectatorServer(address, Broker.from_url(broker_url or broker.url()))
+    def start(
+        address: tuple[str, int] = ("127.0.0.1", 0), broker: Broker | None = None, hub: Hub | None = None
+    ) -> SpectatorServer:
+        server = SpectatorServer(address, broker, hub)
         server.start()
         servers.append(server)
         return server
 
-    yield start
-    for server in servers:
-        server.close()
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.close()
+
+
+@pytest.fixture
+def serve(broker: Mosquitto) -> Iterator[Callable[..., SpectatorServer]]:
+    """``serve()``: a spectator server reading the test broker anonymously."""
+    with spectator_servers() as start:
+
+        def reading(address: tuple[str, int] = ("127.0.0.1", 0), broker_url: str | None = None) -> SpectatorServer:
+            return start(address, Broker.from_url(broker_url or broker.url()))
+
+        yield reading
 
 
 @pytest.fixture
