@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import logging
 import queue
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -60,8 +59,6 @@ from salvo.mqtt import Broker
 from salvo.webserver import WebServer
 
 __all__ = ["Hub", "Projector", "SpectatorServer", "read_records", "record_game", "subscriptions"]
-
-log = logging.getLogger("salvo.spectate")
 
 HEARTBEAT_S = 15.0  # an idle stream gets the clock this often (proxies close silent streams)
 MAX_STREAMS = 500  # open event streams, all addresses together
