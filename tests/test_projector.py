@@ -193,14 +193,22 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
     _until(projector, "the replay moving on", lambda: "hit" in _cell(projector, prefix, "bob", 6, 3).split(), 15)
     projector.save_screenshot(str(DOCS_SHOTS / "projector-replay.png"))
 
-    # The reset: nothing of that game stays up.
+    # The reset: the players and the events are the next game's; the last
+    # game's replay plays on, saying whose it is, until the next first turn.
     for topic in ("game/record", "game/winner", "game/salvo", "game/turn", "players/bob/ships/carrier/sunk"):
         w.publish(f"{p}/{topic}", "", retain=True)
     w.publish(f"{p}/game/state", "lobby", retain=True)
     w.publish(f"{p}/players/list", '["carol"]', retain=True)
     _until(projector, "the next lobby", lambda: "Lobby: 1 player joined" in _text(projector, card))
+    listed = f"return [...document.querySelectorAll('{card} tbody tr')].map((r) => r.dataset.player);"
+    assert projector.execute_script(listed) == ["carol"]
+    assert _text(projector, f"{card} .feed") == ""
+    assert _text(projector, f"{card} .replay .salvo-line").startswith("Replay · alice vs bob · ")
+    w.publish(f"{p}/players/list", '["carol","dave"]', retain=True)
+    w.publish(f"{p}/game/state", "turn", retain=True)
+    _until(projector, "the next game, live", lambda: projector.execute_script(REPLAY_AT, card) is None)
     text = _text(projector, card)
-    assert "alice" not in text and "bob" not in text and "Replay" not in text, text
+    assert "carol vs dave" in text and "alice" not in text and "bob" not in text, text
 
     # The tournament is done: its champion, not stopped referees.
     w.publish(f"{p}/game/server", "down", retain=True)
@@ -374,3 +382,58 @@ def test_a_big_night_is_paged_to_fit_the_screen(fed: Callable[[Hub], SpectatorSe
         assert _px(projector, selector) >= 32, selector
     test_spectate.SHOTS.mkdir(parents=True, exist_ok=True)
     projector.save_screenshot(str(test_spectate.SHOTS / "projector-paged.png"))
+
+
+def test_two_arenas_keep_their_story_and_a_replay_plays_on_in_the_lobby(
+    fed: Callable[[Hub], SpectatorServer], projector: Any
+) -> None:
+    hub = Hub()
+    server = fed(hub)
+    # The schedule has moved on to round 3 while arena2 still replays its
+    # round-1 game: the label is that game's, not a round-3 one sharing a team.
+    schedule = {
+        "round": 3,
+        "games": [["alice", "dave"], ["bob", "carol"]],
+        "fixtures": [
+            {"round": 1, "teams": ["alice", "bob"], "done": True},
+            {"round": 2, "teams": ["carol", "dave"], "done": False},
+            {"round": 3, "teams": ["alice", "dave"], "done": False},
+        ],
+    }
+    hub.message("/tournament/schedule", json.dumps(schedule).encode(), retained=True)
+    _live(hub, "arena1", ["carol", "dave"], 4)
+    for turn in (1, 2):
+        salvo = {"turn": turn, "player": "carol" if turn % 2 else "dave", "shots": 5, "hits": turn}
+        _publish(hub, "arena1", {"game/salvo": salvo})
+    _over(hub, "arena2", "g-early")  # alice vs bob
+    projector.get(server.url)
+    one, two = 'article[data-arena="arena1"]', 'article[data-arena="arena2"]'
+    _until(projector, "both arenas", lambda: "carol vs dave" in _text(projector, f"{one} .headline"))
+    assert _text(projector, f"{one} .arena-top").split()[-2:] == ["round", "2"]
+    _until(projector, "arena2's replay", lambda: "alice vs bob" in _text(projector, f"{two} .headline"))
+    assert _text(projector, f"{two} .arena-top").split()[-2:] == ["round", "1"]
+    # Two arenas: each live card keeps its recent events and its salvo rows.
+    assert projector.find_element("css selector", f"{one} ul.feed").is_displayed()
+    assert _text(projector, f'{one} .salvo-row[data-player="dave"]').split() == ["dave", "2", "2"]
+    page = projector.execute_script(PAGE)
+    assert page["fits"] and not page["arenaPager"], page
+    for selector in (f"{one} .arena-top", f"{one} .badge", f"{one} ul.feed li", f"{two} .board-name"):
+        assert _px(projector, selector) >= 32, selector
+    test_spectate.SHOTS.mkdir(parents=True, exist_ok=True)
+    projector.save_screenshot(str(test_spectate.SHOTS / "projector-two-arenas.png"))
+
+    # arena2 is reset for its next game: the replay plays on through the lobby...
+    _publish(hub, "arena2", {"game/record": "", "game/winner": "", "game/state": "lobby", "players/list": ["alice"]})
+    _until(projector, "the lobby", lambda: _text(projector, f"{two} [data-testid=state]") == "LOBBY")
+    _until(projector, "the replay moving on", lambda: int(projector.execute_script(REPLAY_AT, two) or 0) > 1, 15)
+    assert "REPLAY" in _text(projector, f"{two} .arena-top")
+    assert _text(projector, f"{two} .headline") == "alice vs dave"  # the arena's next match, round 3
+    assert _text(projector, f"{two} .replay .salvo-line").startswith("Replay · alice vs bob · ")
+    # ... until the next game's first turn.
+    _publish(hub, "arena2", {"players/list": ["alice", "dave"], "game/state": "turn"})
+    _until(projector, "the live game", lambda: projector.execute_script(REPLAY_AT, two) is None)
+    assert _text(projector, f"{two} .headline") == "alice vs dave"
+
+
+# The salvo a card's replay shows, null without a replay.
+REPLAY_AT = "const r = document.querySelector(arguments[0] + ' [data-testid=replay]'); return r && r.dataset.salvo;"

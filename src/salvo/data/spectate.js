@@ -50,8 +50,13 @@ function onMessage(topic, text) {
   if (family === "game") {
     const what = sub.join("/");
     if (what === "state") {
-      // Back to the lobby: a new game; nothing of the last one stays up.
-      if (text === "lobby" && a.state && a.state !== "lobby") Object.assign(a, fresh());
+      // Back to the lobby: a new game; nothing of the last one stays up but
+      // its replay, which plays on until the next game's first turn.
+      if (text === "lobby" && a.state && a.state !== "lobby") {
+        const { record, replayAt, replayNext } = a;
+        Object.assign(a, fresh(), { record, replayAt, replayNext });
+      }
+      if (text === "turn") a.record = null;  // the room watches the game now
       a.state = text;
     } else if (what === "server") a.server = text;
     else if (what === "turn") a.turn = json(text);
@@ -66,9 +71,9 @@ function onMessage(topic, text) {
       a.winner = text;
       if (text) note(a, `${text} wins`);
     } else if (what === "record") {
+      // Cleared at the reset: the replay on screen plays on (see "state").
       const r = json(text);
-      a.record = Salvo.isRecord(r) ? r : null;
-      a.replayAt = 0; a.replayNext = performance.now() + PACE_MS;
+      if (Salvo.isRecord(r)) { a.record = r; a.replayAt = 0; a.replayNext = performance.now() + PACE_MS; }
     } else if (what === "stats/summary") a.summary = json(text);
     else if (sub[0] === "stats" && sub[1] === "players") {
       if (text) a.stats.set(sub[2], json(text)); else a.stats.delete(sub[2]);
@@ -97,11 +102,17 @@ function onMessage(topic, text) {
 let pending = false;
 function render() { if (!pending) { pending = true; requestAnimationFrame(draw); } }
 
-// The scheduled game of these players (its teams, in schedule order), if any.
+// The fixture these players play, or played (its teams in schedule order and
+// its round), if any: every player of the arena is in it. A game over is
+// matched on its record's players among the fixtures done, a live or coming
+// one among those still to play (the round may have moved on meanwhile).
 function fixture(a) {
-  const games = schedule && Array.isArray(schedule.games) ? schedule.games : [];
-  const names = a.players.length ? a.players : (a.record ? a.record.players : []);
-  return games.find((g) => Array.isArray(g) && names.some((n) => g.includes(n))) || null;
+  const fixtures = schedule && Array.isArray(schedule.fixtures) ? schedule.fixtures : [];
+  const finished = a.record && a.state === "over";
+  const names = finished ? a.record.players : a.players;
+  if (!names.length) return null;
+  const found = fixtures.filter((f) => Array.isArray(f.teams) && names.every((n) => f.teams.includes(n)));
+  return (finished ? found.filter((f) => f.done).pop() : found.find((f) => !f.done)) || found[0] || null;
 }
 
 function countdown(a) {
@@ -128,8 +139,8 @@ function tickCountdowns() {
 }
 
 function headline(a) {
-  const game = fixture(a);
-  const teams = game || a.players;
+  const f = fixture(a);
+  const teams = f ? f.teams : a.record && a.state === "over" ? a.record.players : a.players;
   const h = el("div", { class: "headline", "data-testid": "headline" });
   if (!teams.length) { h.textContent = "Waiting for teams"; return h; }
   teams.forEach((t, i) => { if (i) h.append(el("span", { class: "vs", text: " vs " })); h.append(el("span", { text: t })); });
@@ -173,12 +184,12 @@ function playersTable(a) {
 
 // Every salvo of the game so far, a box per salvo with its hits, a row per
 // player: public (the salvo rule tells how many hit, not which).
-function salvoRows(a) {
+function salvoRows(a, keep) {
   const box = el("div", { class: "salvo-rows", "data-testid": "salvo-rows" },
                   el("div", { class: "salvo-rows-title", text: "hits, salvo by salvo" }));
   const all = [...a.salvos.values()].sort((x, y) => x.turn - y.turn);
   for (const name of a.players) {
-    const mine = all.filter((s) => s.player === name).slice(-14);
+    const mine = all.filter((s) => s.player === name).slice(-keep);
     box.append(el("div", { class: "salvo-row", "data-player": name }, el("span", { class: "name", text: name }),
       ...mine.map((s) => el("span", { class: `hits${s.hits ? " some" : ""}${s.hits >= 3 ? " many" : ""}`,
                                       title: `turn ${s.turn}: ${s.hits} of ${s.shots}`, text: String(s.hits) }))));
@@ -191,7 +202,9 @@ function replay(a) {
   const boards = Salvo.replayState(r, at);
   const s = at ? r.salvos[at - 1] : null;
   const wrap = el("div", { class: "replay", "data-testid": "replay", "data-salvo": at });
-  wrap.append(el("div", { class: "salvo-line", text: s ? `Replay · ${Salvo.salvoLine(s)}` : "Replay · the fleets" }));
+  // Once the arena moved on to its next game, the replay says whose it is.
+  const whose = a.state === "over" ? "" : `${r.players.join(" vs ")} · `;
+  wrap.append(el("div", { class: "salvo-line", text: `Replay · ${whose}${s ? Salvo.salvoLine(s) : "the fleets"}` }));
   // Bigger boards when this arena has the screen (nearly) to itself.
   const alone = [...arenas.values()].filter((x) => x.state).length === 1;
   const cell = `${(alone ? 40 : 26) - (r.players.length > 2 ? 10 : 0)}px`;
@@ -202,16 +215,19 @@ function replay(a) {
 }
 
 function arenaCard(prefix, a) {
-  const replaying = a.record && a.state === "over";
+  const replaying = a.record && a.state !== "turn";
   // The only arena of the night, playing: bigger, with more of its story (the screen is its own).
-  const solo = !replaying && [...arenas.values()].filter((x) => x.state).length === 1;
-  const card = el("article", { class: `arena${replaying ? " replaying" : solo ? " solo" : ""}`,
+  const shown = [...arenas.values()].filter((x) => x.state).length;
+  const solo = !replaying && shown === 1;
+  const roomy = !replaying && shown <= 2;  // one or two arenas: the screen has room for their story
+  const card = el("article", { class: `arena${replaying ? " replaying" : solo ? " solo" : ""}${roomy ? " roomy" : ""}`,
                                "data-arena": prefix || "(default)" });
-  const round = schedule && fixture(a) ? `round ${schedule.round}` : "";
+  const f = fixture(a);
+  const round = f && f.round ? `round ${f.round}` : "";
   const down = a.server === "down" && a.state !== "over";
   card.append(el("div", { class: "arena-top" }, el("span", { text: prefix || "main table" }),
     el("span", { class: `badge ${a.state}`, "data-testid": "state", text: a.state || "…" }),
-    a.record && a.state === "over" ? el("span", { class: "badge replay", text: "replay" }) : null,
+    replaying ? el("span", { class: "badge replay", text: "replay" }) : null,
     down ? el("span", { class: "badge down", text: "referee down" }) : null,
     round ? el("span", { text: round }) : null));
   card.append(headline(a), turnLine(a));
@@ -223,9 +239,9 @@ function arenaCard(prefix, a) {
   card.append(el("div", { class: "salvo-line", "data-testid": "salvo",
                           text: s ? `Last salvo: ${s.player}, ${plural(s.hits, "hit")} of ${s.shots}` : "" }));
   card.append(playersTable(a));
-  if (solo && a.salvos.size) card.append(salvoRows(a));
+  if (roomy && a.salvos.size) card.append(salvoRows(a, solo ? 14 : 7));
   const feed = el("ul", { class: "feed", "data-testid": "feed" });
-  const lines = solo ? (a.players.length > 2 ? SOLO_FEED - 3 : SOLO_FEED) : FEED;  // a table of 4 takes room
+  const lines = (solo || roomy ? SOLO_FEED : FEED) - (a.players.length > 2 ? 3 : 0);  // a table of 4 takes room
   for (const line of a.feed.slice(0, lines)) feed.append(el("li", { text: line }));
   if (replaying) {
     const r = replay(a);
@@ -246,7 +262,8 @@ function drawHeader() {
 }
 
 function standingsRow(r, i) {
-  return el("tr", { "data-team": r.team, class: [r.withdrawn ? "withdrawn" : "", i ? "" : "top"].join(" ").trim() },
+  const leads = !i && standings.games_played > 0;  // nobody leads before a game is played
+  return el("tr", { "data-team": r.team, class: [r.withdrawn ? "withdrawn" : "", leads ? "top" : ""].join(" ").trim() },
     el("td", { text: String(i + 1) }),
     el("td", { class: "name" }, el("span", { text: r.team }), r.withdrawn ? el("span", { class: "note", text: " (withdrawn)" }) : null),
     ...[r.points, `${r.wins}-${r.draws}-${r.losses}`, r.forfeits ?? 0, r.buchholz ?? "–"]
@@ -352,7 +369,7 @@ setInterval(() => {
     }
   }
   for (const a of arenas.values()) {
-    if (!a.record || a.state !== "over" || now < a.replayNext) continue;
+    if (!a.record || a.state === "turn" || now < a.replayNext) continue;
     const end = a.record.salvos.length;
     a.replayAt = a.replayAt >= end ? 0 : a.replayAt + 1;
     a.replayNext = now + (a.replayAt >= end ? HOLD_MS : PACE_MS);
