@@ -163,3 +163,34 @@ def test_overlaps_sees_a_team_listed_in_two_arenas() -> None:
     clean = [listed("a1", ["x", "y"]), listed("a1", []), listed("a2", ["x", "z"])]
     assert overlaps(clean) == []
     assert overlaps([listed("a1", ["x", "y"]), listed("a2", ["x"])]) == ["x in ['a1', 'a2']"]
+
+
+def test_a_new_tournament_takes_over_the_last_ones_arenas_only_with_fresh(
+    new_broker: BrokerFactory, tmp_path: Path
+) -> None:
+    """The last game of an earlier night is still up (over, not reset) on the
+    arenas: a new night's director refuses to replace it unless told to."""
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    for n in ("ann", "bob"):
+        add_team(registry, mosq.passwd, n)
+    mosq.start()
+    old = Recorder(Broker.from_url(mosq.url("referee")), ["/arena1/game/server", "/tournament/schedule"])
+    for topic, payload in (("state", "over"), ("id", "g-last-night"), ("winner", "ann")):
+        old.publish(f"/arena1/game/{topic}", payload, retain=True)
+    old.publish("/arena1/players/list", '["ann","bob"]', retain=True)
+    try:
+        cmd = director_cmd(mosq.url("referee"), tmp_path, registry)
+        refused = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 4, refused.stderr
+        assert "the results of a game (game g-last-night, state over" in refused.stderr
+        assert "--fresh" in refused.stderr
+        director = subprocess.Popen([*cmd, "--fresh"], stderr=subprocess.DEVNULL, text=True)
+        try:
+            old.wait(lambda m: m.topic == "/arena1/game/server" and m.payload == b"up", timeout=30, what="arena1 up")
+            old.wait(lambda m: m.topic == "/tournament/schedule", timeout=30, what="the director at work")
+        finally:
+            director.send_signal(signal.SIGTERM)
+            assert director.wait(30) == 0
+    finally:
+        old.close()

@@ -113,8 +113,10 @@ def verdict(
     if seen.game_id is None and has_events:
         return None  # a game of a referee from before game ids: this state file's own (an upgrade)
     if seen.game_id != game_id:
+        what = "the results of a game" if seen.state == "over" else "a game in progress"
         return (
-            f"arena {name}: the broker shows a game in progress (game {seen.game_id or '?'}, state {seen.state},"
+            f"arena {name}: the broker shows {what}"
+            f" (game {seen.game_id or '?'}, state {seen.state},"
             f" players {seen.players}) that {state_file} does not hold (it plays game {game_id}): was the file"
             " emptied, replaced or deleted, or is it another referee's? Restore it (see docs/reliability.md), or"
             " start with --fresh to begin a new game over that one on purpose"

@@ -157,6 +157,14 @@ def tournament() -> None:
 @click.option(
     "--client-id", help="MQTT client id base of its referee (default: salvo-tournament-<derived from the key file>)."
 )
+@click.option(
+    "--fresh",
+    is_flag=True,
+    envvar="SALVO_FRESH",
+    help="Take the arenas even where the broker shows a game (over, or in progress) that --referee-state does not"
+    " hold, such as the last game of an earlier tournament on the same arenas: a new game replaces it. Without it"
+    " the director refuses (exit 4).",
+)
 @log_level_option
 def run(
     broker: str,
@@ -181,6 +189,7 @@ def run(
     console_cert: Path | None,
     console_key: Path | None,
     client_id: str | None,
+    fresh: bool,
     log_level: str,
 ) -> None:
     """Run the tournament: fixtures onto arenas, standings, until the last game.
@@ -212,7 +221,7 @@ def run(
     config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3, pace)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.tournament_arenas(referee_state, prefixes, config, key)
-    bootstrap.claim(target, games, store, fresh=False)
+    bootstrap.claim(target, games, store, fresh=fresh)
     server = None
     try:
         roster = night.restrict_lobbies(games, registry)
