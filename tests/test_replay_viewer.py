@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -214,7 +215,10 @@ def test_tonights_games_are_listed_and_open_in_the_viewer(browser: Any) -> None:
             bare.hub.message("/arena1/game/record", json.dumps(make_record(game)).encode(), retained=True)
         browser.get(bare.url + "replay")
         _until(browser, "tonight's games", lambda: len(browser.find_elements("css selector", "#games li")) == 2)
-        assert _text(browser, "#games").splitlines() == ["alice vs bob · alice wins"] * 2
+        lines = _text(browser, "#games").splitlines()
+        assert [line.rsplit(" · ", 1)[0] for line in lines] == ["alice vs bob · alice wins · arena1"] * 2
+        assert all(re.fullmatch(r"\d\d:\d\d", line.rsplit(" · ", 1)[1]) for line in lines), lines  # when
+        assert not browser.find_element("id", "controls").is_displayed()  # nothing to play yet
         browser.find_elements("css selector", "#games a")[1].click()  # the older one: newest first
         _until(browser, "the picked game", lambda: "g-early" in _text(browser, "#title"))
         assert _position(browser) == "salvo 0 of 7" and "#game=g-early" in browser.current_url

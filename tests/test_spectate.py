@@ -317,16 +317,17 @@ def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
         doc = {"game": game, "players": ["alice", "bob"], "fleets": {}, "salvos": [], "winner": winner}
         return json.dumps({**doc, "termination": "defeat"}).encode()
 
-    projector = Projector(None)
+    projector = Projector(None, Hub(clock=lambda: 1800.0))
     projector.hub.message("/arena1/game/record", record("g-1", "alice"), retained=True)
     projector.hub.message("/arena2/game/record", record("g-2", "bob"), retained=True)
     projector.hub.message("/arena1/game/record", b"", retained=True)  # cleared at reset: still listed
     projector.hub.message("/arena1/game/record", b"not a record", retained=True)
     with TestClient(Starlette(routes=projector.routes())) as client:
         games = client.get("/records").json()
+        ended = {"termination": "defeat", "at": 1800.0}
         assert games == [
-            {"game": "g-2", "players": ["alice", "bob"], "winner": "bob", "termination": "defeat"},
-            {"game": "g-1", "players": ["alice", "bob"], "winner": "alice", "termination": "defeat"},
+            {"game": "g-2", "players": ["alice", "bob"], "winner": "bob", "arena": "arena2", **ended},
+            {"game": "g-1", "players": ["alice", "bob"], "winner": "alice", "arena": "arena1", **ended},
         ]
         assert client.get("/record?game=g-1").json()["winner"] == "alice"
         assert client.get("/record?arena=arena1").status_code == 404  # its current record is gone
@@ -375,7 +376,7 @@ def test_one_address_cannot_take_every_stream() -> None:
 
     from salvo.spectate import MAX_PER_ADDRESS, Projector
 
-    projector = Projector(None)
+    projector = Projector(None, Hub(clock=lambda: 1800.0))
     projector.streams["10.0.0.7"] = MAX_PER_ADDRESS  # one laptop holds its share
     projector.streams["testclient"] = MAX_PER_ADDRESS  # TestClient's address
     assert projector._refuse("10.0.0.7") == f"at most {MAX_PER_ADDRESS} streams from one address"

@@ -209,16 +209,19 @@ class Hub:
         return text.encode() if record_game(text.encode()) else None  # only a record is served as one
 
     def games(self) -> list[dict[str, Any]]:
-        """The records kept, newest first: game id, players, winner, how it ended."""
+        """The records kept, newest first: game id, players, winner, how it
+        ended, the arena (None when unknown) and when it was kept (Unix time)."""
         with self._lock:
             return [summary for _, summary in reversed(self._records.values())]
 
-    def keep_record(self, payload: bytes) -> str | None:
-        """Remember a record by its game id (bounded); the id, or None."""
+    def keep_record(self, payload: bytes, arena: str | None = None) -> str | None:
+        """Remember a record by its game id (bounded); the id, or None.
+        ``arena``: where it was played (its prefix), when known."""
         game = record_game(payload)
         if game is not None:
             doc = json.loads(payload)
             summary = {k: doc.get(k) for k in ("game", "players", "winner", "termination")}
+            summary.update(arena=arena, at=round(self.clock(), 3))
             with self._lock:
                 self._records.pop(game, None)
                 self._records[game] = (payload, summary)
@@ -230,7 +233,7 @@ class Hub:
         text = payload.decode("utf-8", errors="replace")
         event = sse({"topic": topic, "payload": text, "retained": retained})
         if payload and topic.endswith("/game/record"):
-            self.keep_record(payload)
+            self.keep_record(payload, _arena_topic(topic)[0])
         with self._lock:
             if retained:
                 self._remember(topic, event if payload else None)

@@ -32,7 +32,8 @@ link stays good all evening:
 - ``GET /record?game=<id>``: a record seen tonight, by its game id;
 - ``GET /record``: the record this server was started with (``salvo replay``);
 - ``GET /records``: the games whose records are kept, newest first (id,
-  players, winner, termination): the replay viewer's list of the night.
+  players, winner, termination, arena, when): the replay viewer's list of
+  the night.
 
 Every route here is public and read-only; its pages allow scripts from this
 server only (Content-Security-Policy), so text a team chose can never run as

@@ -114,8 +114,10 @@ async function listGames() {
   $("games").replaceChildren(...games.map((g) => {
     const players = Array.isArray(g.players) ? g.players.join(" vs ") : "";
     const result = g.winner ? `${g.winner} wins` : g.termination || "";
+    const when = Number.isFinite(g.at) ? new Date(g.at * 1000).toTimeString().slice(0, 5) : "";
+    const where = [g.arena, when].filter(Boolean).join(" · ");  // identical matches told apart
     return el("li", {}, el("a", { href: `#${new URLSearchParams({ game: g.game, salvo: "0" })}`, text: players }),
-              el("span", { text: result ? ` · ${result}` : "" }));
+              el("span", { text: result ? ` · ${result}` : "" }), el("span", { class: "where", text: where ? ` · ${where}` : "" }));
   }));
   $("tonight").hidden = false;
 }
