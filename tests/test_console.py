@@ -112,6 +112,7 @@ def test_the_session_cookie_is_httponly_and_strict_and_the_page_locked_down(clie
     cookie = r.headers["set-cookie"]
     assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
     assert "Secure" not in cookie  # plain HTTP here; see the TLS test
+    assert "Max-Age=43200" in cookie  # the night (12 h), not until the browser closes
     page = client.get("/")
     nonce = re.search(r"<script nonce=\"([^\"]+)\">", page.text)
     assert nonce and f"script-src 'nonce-{nonce.group(1)}'" in page.headers["content-security-policy"]

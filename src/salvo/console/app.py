@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from salvo.console.auth import LoginLimiter, Password, Session, Sessions
+from salvo.console.auth import SESSION_TTL_S, LoginLimiter, Password, Session, Sessions
 from salvo.console.pages import Pages, security_headers
 from salvo.console.validate import parse_control
 from salvo.tournament.controls import ControlError, Controls
@@ -155,7 +155,11 @@ def create_app(
         session = state.sessions.open()
         log.info("console: %s logged in", client)
         response = RedirectResponse("/", 303, security_headers())
-        response.set_cookie(COOKIE, session.token, httponly=True, samesite="strict", secure=state.secure, path="/")
+        # Kept as long as the session lasts (the night), not only until the browser closes.
+        lasts = int(SESSION_TTL_S)
+        response.set_cookie(
+            COOKIE, session.token, max_age=lasts, httponly=True, samesite="strict", secure=state.secure, path="/"
+        )
         return response
 
     async def logout(request: Request, session: Session) -> Response:
