@@ -244,6 +244,8 @@ def test_a_watcher_sees_no_fleet_before_the_record_and_the_journal_exports_it(
         assert _replayed(["--state", str(state), "--arena", prefix, "--game", "1"]) == mine[record_at].payload
         refused = CliRunner().invoke(main, ["replay", "--state", str(state), "--arena", prefix, "--game", "9"])
         assert refused.exit_code != 0 and "no game 9" in refused.output
+        unnamed = CliRunner().invoke(main, ["replay", "--state", str(state), "--no-browser"])  # no --arena
+        assert unnamed.exit_code != 0 and f"its arenas: {prefix}; choose one with --arena" in unnamed.output
         both = CliRunner().invoke(main, ["replay", str(exported), "--state", str(state), "--no-browser"])
         assert both.exit_code == 2 and "one of them" in both.output
     finally:

@@ -305,6 +305,8 @@ def test_a_page_opened_mid_game_gets_the_games_salvos_and_sinks_first() -> None:
     assert attached is not None
     assert [t for t, _ in _payloads(attached[1])] == []
     assert json.loads(hub.tick().split(b"data: ", 1)[1]) == {"now": 1234.5}
+    hub.close()  # the server stops: a browser reconnecting meanwhile gets no stream to hold it up
+    assert hub.attach() is None
 
 
 def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:

@@ -161,3 +161,17 @@ def test_a_late_team_in_a_round_robin_meets_everybody() -> None:
     pairs = Counter(frozenset(f.teams) for f in state.fixtures)
     assert all(pairs[frozenset((t, "e"))] == 1 for t in "abcd")
     assert swiss_round(["a", "b", "c"], 2, Counter(), [])[1] == "c"
+
+
+def test_status_names_no_shooter_once_a_game_is_over() -> None:
+    from salvo.cli.tournament_view import status_text
+
+    tournament = {"paused": False, "done": False, "running": True, "table_size": 2, "format": "round-robin"}
+    tournament.update(round=2, rounds=3, games_played=3, games_left=3, leader="ann")
+    arenas = [
+        {"arena": "arena1", "state": "turn", "teams": ["ann", "bob"], "turn": 5, "current": "bob"},
+        {"arena": "arena2", "state": "over", "teams": ["cat", "dan"], "turn": 37, "current": None},
+    ]
+    text = status_text({"tournament": tournament, "arenas": arenas, "standings": [], "late": [], "pending": []})
+    assert "arena1       turn      ann vs bob, turn 5 (bob)" in text
+    assert "arena2       over      cat vs dan, turn 37\n" in text and "None" not in text

@@ -159,13 +159,14 @@ class Hub:
         self._records: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()  # id -> record, summary
         self._history: OrderedDict[str, list[bytes]] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
+        self._closed = False
 
     def attach(self, wake: Callable[[], None] = _nothing) -> tuple[Client, list[bytes]] | None:
         """A new stream and what it starts with (status, the history, then the snapshot);
-        None when there are too many. Atomic with :meth:`message`, so the
+        None when there are too many, or the hub is closed. Atomic with :meth:`message`, so the
         stream misses nothing and gets nothing twice."""
         with self._lock:
-            if len(self._clients) >= self.max_clients:
+            if self._closed or len(self._clients) >= self.max_clients:
                 return None
             client = Client(queue.Queue(self.queue_size), wake)
             self._clients.add(client)
@@ -259,7 +260,10 @@ class Hub:
             self._send(self.status(reset=False))
 
     def close(self) -> None:
+        """End every stream; none opens after (a browser reconnecting while
+        the server stops would hold its shutdown up)."""
         with self._lock:
+            self._closed = True
             clients, self._clients = self._clients, set()
         for client in clients:
             client.close()

@@ -257,7 +257,7 @@ def export_game(
         known = store.arena(arena)
         games = dict(store.games(arena))
         if known is None or not games:
-            raise JournalError(f"no games of arena {arena or '(default)'} in {state}")
+            raise JournalError(_no_games(store, arena, state))
         number = game_no if game_no is not None else max(games)
         if number not in games:
             raise JournalError(f"no game {number}; games: {sorted(games)}")
@@ -281,6 +281,12 @@ def export_game(
     return Exported(arena, number, len(events))
 
 
+def _no_games(store: Store, arena: str, state: Path) -> str:
+    """The refusal for an arena without games, naming those the journal has."""
+    known = ", ".join(a or "(default)" for a in store.arenas()) or "none"
+    return f"no games of arena {arena or '(default)'} in {state} (its arenas: {known}; choose one with --arena)"
+
+
 def export_record(state: Path, out: TextIO, arena: str = "", game_no: int | None = None) -> Exported:
     """Write the game record (``/game/record``, v2) of game ``game_no``
     (default: the latest) of ``arena`` to ``out``: the journal's events
@@ -291,7 +297,7 @@ def export_record(state: Path, out: TextIO, arena: str = "", game_no: int | None
     try:
         numbers = [n for n, _events in store.games(arena)]
         if store.arena(arena) is None or not numbers:
-            raise JournalError(f"no games of arena {arena or '(default)'} in {state}")
+            raise JournalError(_no_games(store, arena, state))
         number = game_no if game_no is not None else max(numbers)
         if number not in numbers:
             raise JournalError(f"no game {number}; games: {numbers}")

@@ -46,12 +46,14 @@ class Heartbeat:
     def stale(self, now: float, window: float) -> bool:
         """Was the referee away longer than ``window`` (or for how long, unknown)?"""
         away = self.away(now)
-        if away is None or away > window:
-            seen = "never (no heartbeat)" if away is None else f"{away:.0f} s ago"
+        if away is None:  # a first start: nothing was queued for it
+            log.info("no heartbeat of an earlier run: the referee starts on a clean MQTT session")
+            return True
+        if away > window:
             log.warning(
-                "the referee was last alive %s, beyond its resume window of %g s: it starts on a clean MQTT session;"
-                " what the broker queued for it meanwhile is dropped",
-                seen,
+                "the referee was last alive %.0f s ago, beyond its resume window of %g s: it starts on a clean MQTT"
+                " session; what the broker queued for it meanwhile is dropped",
+                away,
                 window,
             )
             return True

@@ -21,7 +21,8 @@ def status_text(st: dict[str, Any]) -> str:
     for a in st["arenas"]:
         who = " vs ".join(a["teams"]) or "-"
         since = f", {int(time.time() - a['since'])}s since assigned" if a.get("since") else ""
-        turn = f", turn {a['turn']} ({a['current']})" if a.get("turn") else ""
+        shooter = f" ({a['current']})" if a.get("current") else ""  # none once the game is over
+        turn = f", turn {a['turn']}{shooter}" if a.get("turn") else ""
         lines.append(f"  {a['arena']:<12} {a['state']:<9} {who}{turn}{since}" + ("  PAUSED" if a.get("paused") else ""))
     if st["arenas"]:
         lines.append("")
