@@ -388,8 +388,41 @@ def test_one_address_cannot_take_every_stream() -> None:
     with TestClient(Starlette(routes=projector.routes())) as client:
         refused = client.get("/events")
         assert refused.status_code == 503 and refused.headers["Retry-After"] == "10"
-    projector.max_streams = sum(projector.streams.values())
+        # A HEAD would hold a stream that never sends a byte, so is never cut: it gets none.
+        head = client.head("/events")
+        assert head.status_code == 200 and head.content == b""
+    assert projector.streams == {"10.0.0.7": 16, "testclient": 16, "127.0.0.1": 16}
+    projector.max_streams = 32  # the venue's streams, all addresses together
     assert projector._refuse("10.0.0.8") == "too many spectators"
+    assert projector._refuse("127.0.0.1") is None  # the laptop's own screen still gets in
+
+
+def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    import salvo.webserver
+
+    monkeypatch.setattr(salvo.webserver, "REQUEST_HEAD_S", 0.5)
+    monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 3)
+    server = SpectatorServer(("127.0.0.1", 0), None).start()
+    opened: list[socket.socket] = []
+
+    def connect() -> socket.socket:
+        opened.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+        return opened[-1]
+
+    try:
+        # A connection that never sends a request is closed (not held for good).
+        assert connect().recv(1) == b""  # recv waits: the server closes it after REQUEST_HEAD_S
+        # One venue address may hold 3 connections; a 4th is closed at once.
+        monkeypatch.setattr(salvo.webserver, "loopback", lambda address: False)
+        monkeypatch.setattr(salvo.webserver, "REQUEST_HEAD_S", 30.0)
+        three = [connect() for _ in range(3)]
+        assert connect().recv(1) == b""
+        three[0].sendall(b"GET /spectate.css HTTP/1.1\r\nHost: x\r\n\r\n")  # the three still work
+        assert three[0].recv(12) == b"HTTP/1.1 200"
+    finally:
+        for sock in opened:
+            sock.close()
+        server.close()
 
 
 def test_cli_refuses_a_bad_broker_url() -> None:

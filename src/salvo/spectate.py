@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import queue
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -57,7 +56,7 @@ from starlette.routing import BaseRoute, Route
 
 from salvo.audience import Feed, Hub, read_records, record_game, subscriptions
 from salvo.mqtt import Broker
-from salvo.webserver import WebServer
+from salvo.webserver import WebServer, loopback
 
 __all__ = ["Hub", "Projector", "SpectatorServer", "read_records", "record_game", "subscriptions"]
 
@@ -86,13 +85,6 @@ HEADERS = {
 
 def page(name: str = "spectate.html") -> bytes:
     return (files("salvo") / "data" / name).read_bytes()
-
-
-def _loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def _chunks(events: list[bytes]) -> Iterator[bytes]:
@@ -171,19 +163,24 @@ class Projector:
         return JSONResponse(self.hub.games(), 200, HEADERS)
 
     def _refuse(self, address: str) -> str | None:
-        """Why a stream from ``address`` may not open now, if it may not."""
-        if sum(self.streams.values()) >= self.max_streams:
+        """Why a stream from ``address`` may not open now, if it may not.
+        This laptop's own screens always get one: the caps are the venue's."""
+        if loopback(address):
+            return None
+        if sum(n for a, n in self.streams.items() if not loopback(a)) >= self.max_streams:
             return "too many spectators"
-        if self.streams[address] >= MAX_PER_ADDRESS and not _loopback(address):
+        if self.streams[address] >= MAX_PER_ADDRESS:
             return f"at most {MAX_PER_ADDRESS} streams from one address"
         return None
 
     async def _events(self, request: Request) -> Response:
+        headers = {**HEADERS, "X-Accel-Buffering": "no"}  # nginx: do not hold events back
+        if request.method == "HEAD":  # no body is ever sent: a stream would never end, nor be cut
+            return Response(b"", 200, headers, "text/event-stream; charset=utf-8")
         address = request.client.host if request.client else "?"
         refused = self._refuse(address)
         if refused:
             return PlainTextResponse(refused, 503, {**HEADERS, "Retry-After": "10"})
-        headers = {**HEADERS, "X-Accel-Buffering": "no"}  # nginx: do not hold events back
         return StreamingResponse(self._stream(address), 200, headers, "text/event-stream; charset=utf-8")
 
     async def _stream(self, address: str) -> AsyncIterator[bytes]:

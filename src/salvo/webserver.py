@@ -8,15 +8,19 @@ director) the organiser console are routes of the same application.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import socket
 import ssl
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from salvo.failures import Failure
 
@@ -27,6 +31,71 @@ CLOSE_TIMEOUT_S = 3.0
 # times out a write, and a browser that stops reading would otherwise hold
 # its stream, its buffers and a file descriptor for good.
 UNACKED_LIMIT_MS = 30_000
+# A peer that vanished without a word (its network gone) is found by TCP
+# keep-alive probes: idle this long, then probes this often, this many.
+KEEPALIVE = (30, 10, 3)
+# uvicorn times out no connection before its first request: one that sends
+# nothing (or half a request head) is closed after this long, and one
+# address may hold this many connections at once (this laptop's own
+# browsers excepted), so that idle connections cannot use up the process's
+# descriptors and lock the organiser out of the console.
+REQUEST_HEAD_S = 10.0
+PER_ADDRESS = 64
+MAX_CONNECTIONS = 2000  # then uvicorn answers 503 (a backstop)
+OPEN_FILES = 8192  # the soft descriptor limit is raised to this (or the hard limit)
+
+
+def loopback(address: str) -> bool:
+    """Is ``address`` this machine's own (its browsers are trusted with more)?"""
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded() -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol with the limits above, counted per server."""
+    per_address: Counter[str] = Counter()
+
+    class Guarded(H11Protocol):
+        _address = ""
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._address = self.client[0] if self.client else "?"
+            per_address[self._address] += 1
+            if per_address[self._address] > PER_ADDRESS and not loopback(self._address):
+                transport.close()
+                return
+            self._head_timer = self.loop.call_later(REQUEST_HEAD_S, self._no_request)
+
+        def _no_request(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():  # no request yet
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            per_address[self._address] -= 1
+            if per_address[self._address] <= 0:
+                del per_address[self._address]
+            super().connection_lost(exc)
+
+    return Guarded
+
+
+def _raise_open_files() -> None:
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= OPEN_FILES:
+        return
+    new = OPEN_FILES if hard == resource.RLIM_INFINITY else min(OPEN_FILES, hard)
+    with contextlib.suppress(ValueError, OSError):  # else the limit stays; the per-address limits still hold
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
 
 
 class ServeError(Failure):
@@ -63,6 +132,8 @@ class WebServer:
             log_config=None,  # the CLI sets up logging
             access_log=False,
             timeout_graceful_shutdown=1,
+            http=_guarded(),
+            limit_concurrency=MAX_CONNECTIONS,
         )
         try:
             self.config.load()  # a bad certificate or key fails here, not in the thread
@@ -95,12 +166,17 @@ class WebServer:
             self._sock = socket.create_server((self.host, self._port), family=family, backlog=128)
             if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, UNACKED_LIMIT_MS)
+            if hasattr(socket, "TCP_KEEPIDLE"):  # Linux; inherited by accepted sockets like the above
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                for option, value in zip(("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"), KEEPALIVE, strict=True):
+                    self._sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
         except OSError as exc:
             raise self.error(f"{self.name} cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from exc
         self._port = int(self._sock.getsockname()[1])
 
     def start(self) -> WebServer:
         """Listen, serve in a thread; returns once it answers."""
+        _raise_open_files()
         self.listen()
         self._thread = threading.Thread(target=self._run, name="salvo-web", daemon=True)
         self._thread.start()
