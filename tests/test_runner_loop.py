@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import socket
 import threading
 import time
 import uuid
@@ -21,7 +22,6 @@ from paho.mqtt.enums import MQTTErrorCode
 from salvo import crypto, presence, runner
 from salvo.connection import Link, acknowledged
 from salvo.engine import Config, Event
-from salvo.localbroker import free_port
 from salvo.loop import Loop
 from salvo.mqtt import Broker, connect_async, new_client
 from salvo.protocol import Log
@@ -57,7 +57,12 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: 
         return high
 
     monkeypatch.setattr(random, "uniform", no_jitter)
-    broker = Broker.from_url(f"mqtt://127.0.0.1:{free_port()}")  # nothing listens there
+    # Bound, never listening: every connection is refused, and no other socket
+    # (a listener, or a connection's own source port) can take the port
+    # meanwhile, as one did once after free_port() had let it go.
+    refusing = socket.socket()
+    refusing.bind(("127.0.0.1", 0))
+    broker = Broker.from_url(f"mqtt://127.0.0.1:{refusing.getsockname()[1]}")
     client = new_client(broker, "backoff")
     connect_async(client, broker)
     loop = _Clock()
@@ -81,6 +86,7 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: 
     assert set(jitter) == {(0.5, 1.0)}  # every wait is jittered: many links do not retry in step
     assert client.socket() is None
     loop.close()
+    refusing.close()
 
 
 @pytest.mark.mqtt
