@@ -54,14 +54,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from salvo.audience import Feed, Hub, read_records, record_game, subscriptions
+from salvo.audience import MAX_CLIENTS, Feed, Hub, read_records, record_game, subscriptions
 from salvo.mqtt import Broker
 from salvo.webserver import WebServer, loopback
 
 __all__ = ["Hub", "Projector", "SpectatorServer", "read_records", "record_game", "subscriptions"]
 
 HEARTBEAT_S = 15.0  # an idle stream gets the clock this often (proxies close silent streams)
-MAX_STREAMS = 500  # open event streams, all addresses together
+LOOPBACK_RESERVE = 16  # of the hub's streams, kept for this laptop's own screens
+MAX_STREAMS = MAX_CLIENTS - LOOPBACK_RESERVE  # open event streams from the venue, all addresses together
 MAX_PER_ADDRESS = 16  # one laptop on the venue network cannot shut the projector out (loopback may)
 CHUNK = 64 * 1024  # the start of a stream is written this much at a time
 PAGE = ("spectate.html", "text/html; charset=utf-8")
