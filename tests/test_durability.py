@@ -16,7 +16,7 @@ from nacl.public import PrivateKey
 
 from salvo import crypto, payloads
 from salvo.engine import Abandon, Config, Event, Extend, Phase, Place, Tick
-from salvo.ownership import Lease, Sighting, verdict
+from salvo.ownership import FREE_PLAY, TOURNAMENT, Lease, Sighting, verdict
 from salvo.protocol import Record
 from salvo.referee import make_arenas
 from salvo.rules import Orientation, Placement
@@ -243,6 +243,7 @@ def test_what_is_published_again_never_sends_a_retained_topic_back_in_time(tmp_p
 
 MINE = Lease("aaaa", 1.0, "here")
 THEIRS = Lease("bbbb", 2.0, "there")
+FREE_PLAYS = Lease("cccc", 3.0, "there", FREE_PLAY)
 
 
 @pytest.mark.parametrize(
@@ -254,14 +255,34 @@ THEIRS = Lease("bbbb", 2.0, "there")
         (Sighting(server="up", lease=None, state="lobby"), False),  # a live referee of an older version
         (Sighting(server="up", lease=MINE, state="turn", game_id="g1", players=["a"]), True),  # my last run
         (Sighting(server="down", state="turn", game_id="zz", players=["a", "b"]), False),  # a game I do not hold
-        (Sighting(server="down", state="over", game_id="zz"), False),  # its results not yet reset
+        (Sighting(server="down", state="over", game_id="zz"), True),  # a finished game, its referee gone
+        (Sighting(server=None, state="over", game_id="zz"), True),  # ... or never said (an older referee)
+        (Sighting(server="up", lease=THEIRS, state="over", game_id="zz"), False),  # ... but not while it is up
         (Sighting(server="down", state="lobby", game_id="zz", players=["a"]), False),  # somebody joined
         (Sighting(server="down", state="lobby", game_id="zz", players=[]), True),  # an empty lobby
+        (Sighting(server="down", state="over", game_id="g0"), True),  # my previous game: the reset is to come
+        (Sighting(server="down", state="turn", game_id="g0", players=["a"]), True),  # ... whatever its state
+        # free play's game in progress: a free-play referee never ends it without --fresh (a lost state file?)
+        (Sighting(server="down", lease=FREE_PLAYS, state="turn", game_id="zz", players=["a", "b"]), False),
     ],
 )
 def test_who_may_take_an_arena(seen: Sighting, allowed: bool) -> None:
-    why = verdict("p", seen, last_lease=MINE, game_id="g1", has_events=True, fresh=False)
+    why = verdict("p", seen, last_lease=MINE, game_id="g1", earlier_ids={"g0"}, has_events=True, fresh=False)
     assert (why is None) == allowed, why
+
+
+def test_the_tournament_ends_a_free_play_game_and_nothing_else_without_fresh() -> None:
+    playing = Sighting(server="down", lease=FREE_PLAYS, state="turn", game_id="zz", players=["a", "b"])
+    assert verdict("p", playing, last_lease=None, game_id="g1", has_events=False, fresh=False, role=TOURNAMENT) is None
+    tournament_game = Sighting(
+        server="down", lease=Lease("dddd", 4.0, "there", TOURNAMENT), state="turn", game_id="zz", players=["a", "b"]
+    )
+    why = verdict("p", tournament_game, last_lease=None, game_id="g1", has_events=False, fresh=False, role=TOURNAMENT)
+    assert why is not None and "by a tournament referee" in why and "SALVO_FRESH=1" in why
+    # a live free-play referee is never taken over, whoever asks
+    live = Sighting(server="up", lease=FREE_PLAYS, state="turn", game_id="zz", players=["a", "b"])
+    assert verdict("p", live, last_lease=None, game_id="g1", has_events=False, fresh=True, role=TOURNAMENT) is not None
+    assert Lease.parse(FREE_PLAYS.text()) == FREE_PLAYS and Lease.parse(MINE.text()) == MINE
 
 
 def test_a_foreign_game_is_taken_only_on_purpose_and_a_live_referee_never() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from salvo.bots import make_strategy
 from salvo.client import GameRecord
 from salvo.mqtt import Broker
+from salvo.ownership import TOURNAMENT, Lease
 from salvo.teams import add_team
 from salvo.tournament import follow
 from salvo.watch import Msg, Recorder
@@ -165,30 +166,63 @@ def test_overlaps_sees_a_team_listed_in_two_arenas() -> None:
     assert overlaps([listed("a1", ["x", "y"]), listed("a2", ["x"])]) == ["x in ['a1', 'a2']"]
 
 
-def test_a_new_tournament_takes_over_the_last_ones_arenas_only_with_fresh(
+def test_a_new_night_takes_a_finished_game_over_and_a_game_in_progress_only_with_fresh(
     new_broker: BrokerFactory, tmp_path: Path
 ) -> None:
-    """The last game of an earlier night is still up (over, not reset) on the
-    arenas: a new night's director refuses to replace it unless told to."""
+    """The last game of an earlier night is still up on arena1 (over, not
+    reset; its referee down): a new night's director takes it over without a
+    flag and clears it. A tournament game still in progress on arena2 is
+    another matter: refused, unless told to end it (--fresh)."""
     mosq = new_broker(users={"referee": "referee-pw"})
     registry = tmp_path / "teams.json"
     for n in ("ann", "bob"):
         add_team(registry, mosq.passwd, n)
     mosq.start()
-    old = Recorder(Broker.from_url(mosq.url("referee")), ["/arena1/game/server", "/tournament/schedule"])
-    for topic, payload in (("state", "over"), ("id", "g-last-night"), ("winner", "ann")):
-        old.publish(f"/arena1/game/{topic}", payload, retain=True)
-    old.publish("/arena1/players/list", '["ann","bob"]', retain=True)
+    topics = ["/arena1/game/server", "/arena1/game/winner", "/arena2/game/id", "/tournament/schedule"]
+    old = Recorder(Broker.from_url(mosq.url("referee")), topics)
+    last_night = Lease("ffff", 1.0, "there", TOURNAMENT).text()
+    for arena, state, game in (("arena1", "over", "g-last-night"), ("arena2", "turn", "g-unfinished")):
+        for topic, payload in (("state", state), ("id", game), ("server", "down"), ("lease", last_night)):
+            old.publish(f"/{arena}/game/{topic}", payload, retain=True)
+        old.publish(f"/{arena}/players/list", '["ann","bob"]', retain=True)
+    old.publish("/arena1/game/winner", "ann", retain=True)
     try:
         cmd = director_cmd(mosq.url("referee"), tmp_path, registry)
         refused = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 4, refused.stderr
-        assert "the results of a game (game g-last-night, state over" in refused.stderr
-        assert "--fresh" in refused.stderr
+        assert "arena2: the broker shows a game in progress by a tournament referee (game g-unfinished" in refused.stderr
+        assert "arena1" not in refused.stderr  # the finished game is no reason to refuse
+        assert "--fresh (SALVO_FRESH=1)" in refused.stderr
         director = subprocess.Popen([*cmd, "--fresh"], stderr=subprocess.DEVNULL, text=True)
         try:
             old.wait(lambda m: m.topic == "/arena1/game/server" and m.payload == b"up", timeout=30, what="arena1 up")
             old.wait(lambda m: m.topic == "/tournament/schedule", timeout=30, what="the director at work")
+            old.wait(lambda m: m.topic == "/arena1/game/winner" and not m.payload, timeout=30, what="winner cleared")
+            old.wait(lambda m: m.topic == "/arena2/game/id" and m.payload != b"g-unfinished", timeout=30, what="new id")
+        finally:
+            director.send_signal(signal.SIGTERM)
+            assert director.wait(30) == 0
+    finally:
+        old.close()
+
+
+def test_last_nights_finished_game_needs_no_flag(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """Only finished games on the arenas, their referees down: the new
+    night's director starts at once (before, every second night needed
+    --fresh), and the old results are gone from the broker."""
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    for n in ("ann", "bob"):
+        add_team(registry, mosq.passwd, n)
+    mosq.start()
+    old = Recorder(Broker.from_url(mosq.url("referee")), ["/arena1/game/winner", "/arena1/game/server"])
+    for topic, payload in (("state", "over"), ("id", "g-last-night"), ("winner", "ann"), ("server", "down")):
+        old.publish(f"/arena1/game/{topic}", payload, retain=True)
+    try:
+        director = subprocess.Popen(director_cmd(mosq.url("referee"), tmp_path, registry), stderr=subprocess.DEVNULL)
+        try:
+            old.wait(lambda m: m.topic == "/arena1/game/server" and m.payload == b"up", timeout=30, what="arena1 up")
+            old.wait(lambda m: m.topic == "/arena1/game/winner" and not m.payload, timeout=30, what="winner cleared")
         finally:
             director.send_signal(signal.SIGTERM)
             assert director.wait(30) == 0

@@ -157,13 +157,14 @@ def _arenas(
     return store, arenas
 
 
-def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool) -> None:
-    """Take the arenas, or stop before touching anything (see
+def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool, role: str = "") -> None:
+    """Take the arenas as a referee of ``role`` (salvo.ownership.FREE_PLAY or
+    TOURNAMENT), or stop before touching anything (see
     :func:`salvo.ownership.claim`); the store is closed on a refusal."""
     from salvo.ownership import claim as claim_arenas
 
     try:
-        problems = claim_arenas(broker, arenas, store, fresh=fresh)
+        problems = claim_arenas(broker, arenas, store, fresh=fresh, role=role)
     except TimeoutError as exc:
         store.close()
         raise Failure(str(exc)) from None

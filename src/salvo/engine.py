@@ -120,6 +120,12 @@ BURN_CAP: Final = 1000
 PLACEMENTS_CAP: Final = 100
 
 
+def game_id_for(id_key: bytes, game_no: int) -> str:
+    """Game ``game_no``'s id in an arena whose id key is ``id_key``: 64 bits
+    of a keyed BLAKE2b of the number (unpredictable without the key)."""
+    return hashlib.blake2b(str(game_no).encode(), key=id_key, digest_size=8).hexdigest()
+
+
 class Game:
     """One arena's game, across resets. Drive it with :meth:`handle`."""
 
@@ -156,7 +162,7 @@ class Game:
         if self._given_id is not None and self._given_id[0] == self.game_no:
             self.game_id = self._given_id[1]
         else:
-            self.game_id = hashlib.blake2b(str(self.game_no).encode(), key=self.id_key, digest_size=8).hexdigest()
+            self.game_id = game_id_for(self.id_key, self.game_no)
         self.retained.put(out, self.topics.game_id, self.game_id)
         self.phase = Phase.LOBBY
         self.players: dict[str, PlayerState] = {}  # join order

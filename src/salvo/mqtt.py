@@ -17,11 +17,16 @@ TLS verifies the broker's certificate, against the system's CAs or, with
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import socket
 import ssl
+import threading
+import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
@@ -330,3 +335,75 @@ def connect_async(client: paho.Client, broker: Broker, *, keepalive: int = 30, s
     client.connect_async(
         broker.host, broker.port, keepalive=keepalive, clean_start=not session_expiry_s, properties=props
     )
+
+
+#: CONNACK reason codes that retrying will not mend: bad credentials, not authorised.
+_REFUSED: Final = (0x86, 0x87, 0x8C)
+
+
+@contextlib.contextmanager
+def one_shot(broker: Broker, what: str, timeout: float) -> Iterator[tuple[Client, float]]:
+    """A short connection with a random client id and no will, connected:
+    (the client, the monotonic deadline left for the work). TimeoutError when
+    the broker cannot be reached within ``timeout``; PermissionError when it
+    refuses the credentials."""
+    deadline = time.monotonic() + timeout
+    connected, answered = threading.Event(), threading.Event()
+    refused: list[str] = []
+    client = new_client(broker, f"salvo-{what}-{os.urandom(6).hex()}")
+
+    def on_connect(_c: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
+        if rc.is_failure:
+            if rc.value in _REFUSED:  # retrying will not help
+                refused.append(str(rc))
+                answered.set()
+            return
+        connected.set()
+        answered.set()
+
+    client.on_connect = on_connect
+    connect_async(client, broker)
+    client.loop_start()
+    try:
+        if not answered.wait(timeout):
+            raise TimeoutError(f"the broker at {broker.url} cannot be reached")
+        if refused:
+            raise PermissionError(f"broker {broker.url} refused the connection: {refused[0]}")
+        yield client, deadline
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+def read_retained(broker: Broker, filters: list[str], marker_topic: str, *, timeout: float = 30.0) -> dict[str, bytes]:
+    """What the broker holds retained under ``filters``, topic -> payload
+    (empty ones left out). A marker published on ``marker_topic`` (which the
+    login may write and read) comes back after every retained message of
+    the subscription. TimeoutError, PermissionError: see :func:`one_shot`."""
+    marker, found, done = os.urandom(8).hex().encode(), {}, threading.Event()
+
+    def on_message(_c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        if msg.topic == marker_topic:
+            if bytes(msg.payload) == marker:
+                done.set()
+        elif msg.retain and msg.payload:
+            found[msg.topic] = bytes(msg.payload)
+
+    with one_shot(broker, "read", timeout) as (client, deadline):
+        client.on_message = on_message
+        client.subscribe([(f, 0) for f in [*filters, marker_topic]])
+        client.publish(marker_topic, marker, qos=0)  # after the subscription's retained messages
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"the broker at {broker.url} did not answer")
+    return found
+
+
+def clear_retained(broker: Broker, topics: list[str], *, timeout: float = 30.0) -> None:
+    """An empty retained message on each topic (the broker forgets what it
+    held there), each acknowledged. TimeoutError, PermissionError: see
+    :func:`one_shot`."""
+    with one_shot(broker, "clear", timeout) as (client, deadline):
+        for info in [client.publish(topic, b"", qos=1, retain=True) for topic in topics]:
+            info.wait_for_publish(max(0.0, deadline - time.monotonic()))
+            if not info.is_published():
+                raise TimeoutError(f"the broker at {broker.url} did not acknowledge clearing {len(topics)} topics")

@@ -12,10 +12,20 @@ can take nothing over and say nothing):
   Refuse. (A crashed holder's last will says ``down``; then it may be taken.)
   ``up`` under the lease this state file held last is this referee's own
   previous run (killed, its will not yet fired): take it back.
-* The broker shows a game in progress (state ``turn`` or ``over``, or a lobby
-  with players) whose ``/game/id`` is not the one this state file is playing:
-  the file was emptied, replaced or deleted, or is another referee's.
-  Refuse, unless the organiser asks for a fresh start (``--fresh``).
+* The broker shows a game of one of this state file's own games (the one it
+  plays, or an earlier one whose reset the backlog still has to publish):
+  this referee's own; it carries on.
+* The broker shows a finished game (state ``over``) of another state file,
+  and its referee is down (its will said so): the evening moved on (another
+  night, free play after a tournament, a tournament after free play). Take
+  it: the start-up sweep clears that game and opens a lobby. No flag.
+* The broker shows a game in progress (state ``turn``, or a lobby with
+  players) of another state file, its referee down: the file was emptied,
+  replaced or deleted, or is another referee's. Refuse, unless the
+  organiser asks for a fresh start (``--fresh``). One exception: a
+  tournament director takes over a *free-play* game (the lease says which
+  kind of referee held it): switching the evening to the tournament is
+  that choice, and free play's games are casual.
 
 Two referees surveying at the same instant could both find the arena free;
 each then watches the lease, and the earlier claim yields to the later one
@@ -28,15 +38,13 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import paho.mqtt.client as paho
-
-from salvo.mqtt import Broker, connect_async, new_client
+from salvo.engine import game_id_for
+from salvo.mqtt import Broker, read_retained
 from salvo.protocol import Arena, Record
 from salvo.store import Store
 from salvo.topics import Topics
@@ -44,24 +52,36 @@ from salvo.topics import Topics
 log = logging.getLogger("salvo.ownership")
 
 
+#: The kinds of referee a lease names (``role``): free play's games are
+#: casual, a tournament director may end them (see the module docstring).
+FREE_PLAY, TOURNAMENT = "free-play", "tournament"
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     id: str
     since: float
     host: str
+    #: FREE_PLAY, TOURNAMENT, or "" (a referee that did not say: older ones, tools)
+    role: str = ""
 
     @staticmethod
-    def new(now: float | None = None) -> Lease:
-        return Lease(os.urandom(8).hex(), round(time.time() if now is None else now, 3), socket.gethostname()[:64])
+    def new(now: float | None = None, role: str = "") -> Lease:
+        since = round(time.time() if now is None else now, 3)
+        return Lease(os.urandom(8).hex(), since, socket.gethostname()[:64], role)
 
     def text(self) -> str:
-        return json.dumps({"id": self.id, "since": self.since, "host": self.host}, separators=(",", ":"))
+        body: dict[str, object] = {"id": self.id, "since": self.since, "host": self.host}
+        if self.role:
+            body["role"] = self.role
+        return json.dumps(body, separators=(",", ":"))
 
     @staticmethod
     def parse(text: str | bytes | None) -> Lease | None:
         try:
             value: Any = json.loads(text or "")
-            return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")))
+            role = str(value.get("role", ""))
+            return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")), role)
         except (ValueError, TypeError, KeyError):
             return None
 
@@ -91,12 +111,16 @@ def verdict(
     game_id: str,
     has_events: bool,
     fresh: bool,
+    earlier_ids: Collection[str] = (),
+    role: str = "",
     state_file: str = "this state file",
 ) -> str | None:
     """Why this referee must not take arena ``name``, or None when it may.
     ``last_lease``: the lease its state file held the arena with last;
     ``game_id``: the game its state file is playing; ``has_events``: the
-    state file has events of that game."""
+    state file has events of that game; ``earlier_ids``: the ids of its
+    earlier games of this arena; ``role``: what this referee is (FREE_PLAY,
+    TOURNAMENT or "")."""
     ours = last_lease is not None and seen.lease is not None and seen.lease.id == last_lease.id
     if seen.server == "up" and not ours:
         holder = (
@@ -112,14 +136,20 @@ def verdict(
         return None
     if seen.game_id is None and has_events:
         return None  # a game of a referee from before game ids: this state file's own (an upgrade)
+    if seen.game_id == game_id or seen.game_id in earlier_ids:
+        return None  # its own (an earlier game: the backlog publishes what came after)
+    if seen.state == "over":
+        return None  # finished, and its referee is down (an "up" one was refused above)
+    if role == TOURNAMENT and seen.lease is not None and seen.lease.role == FREE_PLAY:
+        return None  # the evening switched from free play to the tournament
     if seen.game_id != game_id:
-        what = "the results of a game" if seen.state == "over" else "a game in progress"
+        held = f" by a {seen.lease.role} referee" if seen.lease is not None and seen.lease.role else ""
         return (
-            f"arena {name}: the broker shows {what}"
+            f"arena {name}: the broker shows a game in progress{held}"
             f" (game {seen.game_id or '?'}, state {seen.state},"
             f" players {seen.players}) that {state_file} does not hold (it plays game {game_id}): was the file"
             " emptied, replaced or deleted, or is it another referee's? Restore it (see docs/reliability.md), or"
-            " start with --fresh to begin a new game over that one on purpose"
+            " start with --fresh (SALVO_FRESH=1) to end that game and begin a new one on purpose"
         )
     return None
 
@@ -130,7 +160,6 @@ def survey(broker: Broker, prefixes: Iterable[str], timeout: float = 30.0) -> di
     cannot be reached (or does not answer) within ``timeout``, PermissionError
     when it refuses the credentials."""
     topics = {p: Topics(p) for p in prefixes}
-    sightings = {p: Sighting() for p in topics}
     readers = {}
     for p, t in topics.items():
         readers[t.server] = (p, "server")
@@ -139,100 +168,78 @@ def survey(broker: Broker, prefixes: Iterable[str], timeout: float = 30.0) -> di
         readers[t.state] = (p, "state")
         readers[t.players_list] = (p, "players")
     marker_topic = next(iter(topics.values())).sweep if topics else "/game/sweep"
-    marker = os.urandom(8).hex().encode()
-    done, connected = threading.Event(), threading.Event()
-    refused: list[str] = []
-    client = new_client(broker, f"salvo-survey-{os.urandom(6).hex()}")
-
-    def on_connect(c: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
-        if rc.is_failure:
-            if rc.value in (0x86, 0x87, 0x8C):  # credentials or authorisation: retrying will not help
-                refused.append(str(rc))
-                done.set()
-            return
-        connected.set()
-        c.subscribe([(topic, 0) for topic in [*readers, marker_topic]])
-        # Retained messages come with the subscription; ours after them.
-        c.publish(marker_topic, marker, qos=0)
-
-    def on_message(_c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        if msg.topic == marker_topic:
-            if bytes(msg.payload) == marker:
-                done.set()
-            return
-        where = readers.get(msg.topic)
-        if where is None or not msg.retain:
-            return
-        seen, text = sightings[where[0]], bytes(msg.payload).decode("utf-8", "replace")
-        if where[1] == "lease":
+    try:
+        found = read_retained(broker, list(readers), marker_topic, timeout=timeout)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}: cannot check who holds the arenas") from None
+    sightings = {p: Sighting() for p in topics}
+    for topic, payload in found.items():
+        p, what = readers[topic]
+        seen, text = sightings[p], payload.decode("utf-8", "replace")
+        if what == "lease":
             seen.lease = Lease.parse(text)
-        elif where[1] == "players":
+        elif what == "players":
             try:
-                names = json.loads(text) if text else []
+                names = json.loads(text)
                 seen.players = [str(n) for n in names] if isinstance(names, list) else []
             except ValueError:
                 seen.players = []
         else:
-            setattr(seen, where[1], text or None)
-
-    client.on_connect = on_connect
-    client.on_message = on_message
-    connect_async(client, broker)
-    client.loop_start()
-    try:
-        if not done.wait(timeout):
-            what = "did not answer" if connected.is_set() else "cannot be reached"
-            raise TimeoutError(f"the broker at {broker.url} {what}: cannot check who holds the arenas")
-    finally:
-        client.disconnect()
-        client.loop_stop()
-    if refused:
-        raise PermissionError(f"broker {broker.url} refused the connection: {refused[0]}")
+            setattr(seen, what, text)
     return sightings
 
 
-def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = False) -> list[str]:
+def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = False, role: str = "") -> list[str]:
     """Survey the arenas and, when this referee may take them all, give each
-    a new lease (kept in the state file first, then published with the
-    arena's presence). Why it may not, arena by arena, otherwise: then
-    nothing was touched, on the broker or in the state file."""
+    a new lease naming ``role`` (kept in the state file first, then
+    published with the arena's presence). Why it may not, arena by arena,
+    otherwise: then nothing was touched, on the broker or in the state file."""
     seen = survey(broker, [a.topics.prefix for a in arenas])
     problems, replaced = [], []
-
-    def why(arena: Arena, fresh: bool) -> str | None:
+    for arena in arenas:
         p = arena.topics.prefix
-        return verdict(
+        has_events = bool(store.current_game(p)[1])
+        earlier = {game_id_for(arena.game.id_key, n) for n, _ in store.games(p) if n != arena.game.game_no}
+        if problem := verdict(
             p or "(default)",
             seen[p],
             last_lease=Lease.parse(store.lease(p)),
             game_id=arena.game.game_id,
-            has_events=bool(store.current_game(p)[1]),
+            has_events=has_events,
             fresh=fresh,
+            earlier_ids=earlier,
+            role=role,
             state_file=f"the state file {store.path}",
-        )
-
-    for arena in arenas:
-        if problem := why(arena, fresh):
+        ):
             problems.append(problem)
-        elif fresh and why(arena, False):
+            continue
+        there, own = seen[p], {arena.game.game_id, *earlier}
+        if there.in_progress and (there.game_id or not has_events) and there.game_id not in own:
             replaced.append(arena)
     if problems:
         return problems
     for arena in replaced:
-        # --fresh over a game the broker shows and the journal does not hold:
-        # whatever game the journal does hold (from a damaged file) is
-        # abandoned too, so the arena opens an empty lobby (the start-up
-        # sweep clears the broker's stale topics).
-        records = [e for e in arena.abandon("salvo referee --fresh", time.time()) if isinstance(e, Record)]
+        # A game the broker shows and the journal does not hold, which this
+        # referee may take (finished, free play ended by the tournament, or
+        # --fresh): whatever game the journal holds (an older one, from before
+        # the arena moved on, or from a damaged file) is abandoned too, so the
+        # arena opens an empty lobby, and the start-up sweep clears the broker's
+        # topics of the game it replaces.
+        there = seen[arena.topics.prefix]
+        kind = there.lease.role if there.lease is not None and there.lease.role else "stopped"
+        why = "--fresh" if fresh and there.state != "over" else f"taken over from a {kind} referee"
+        records = [e for e in arena.abandon(f"salvo referee: {why}", time.time()) if isinstance(e, Record)]
         store.record_many([(arena.topics.prefix, r.game_no, r.event) for r in records])
         log.warning(
-            "arena %s: --fresh: a new game %s replaces game %s",
+            "arena %s: %s: a new game %s replaces game %s (%s)",
             arena.topics.prefix or "(default)",
+            why,
             arena.game.game_id,
-            seen[arena.topics.prefix].game_id,
+            there.game_id,
+            there.state,
         )
     for arena in arenas:
-        lease = Lease.new().text()
+        lease = Lease.new(role=role).text()
         store.set_lease(arena.topics.prefix, lease)
         arena.lease = lease
     store.settle()
