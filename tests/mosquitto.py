@@ -20,7 +20,7 @@ from pathlib import Path
 from salvo import tls
 from salvo.localbroker import free_port, mosquitto_binary, wait_listening
 from salvo.teams import default_acl_path, write_acl_from_passwd
-from salvo.tls import CA_CERT, SERVER_CERT, SERVER_KEY
+from salvo.tls import SERVER_CERT, SERVER_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,6 @@ def render_config(
         r"^listener 1883 127\.0\.0\.1$": (f"listener {port} 127.0.0.1", 1),
         # The venue's TLS listener, kept on this machine's loopback here.
         r"^listener 8883$": (f"listener {tls_port} 127.0.0.1", 1),
-        r"^cafile .*$": (f"cafile {tls_dir / CA_CERT}", 1),
         r"^certfile .*$": (f"certfile {tls_dir / SERVER_CERT}", 1),
         r"^keyfile .*$": (f"keyfile {tls_dir / SERVER_KEY}", 1),
         r"^log_dest .*$": (f"log_dest file {workdir}/mosquitto.log", 1),

@@ -117,9 +117,10 @@ def read_passwd(path: Path) -> dict[str, str]:
 
 
 def write_passwd(path: Path, entries: dict[str, str]) -> None:
-    # mosquitto (another user in its container) must be able to read it: the
-    # lines are salted hashes, not secrets.
-    _write_atomically(path, "".join(f"{u}:{h}\n" for u, h in entries.items()), 0o644)
+    # 0600: mosquitto reads it as its owner (uid 1883 in Docker, which owns
+    # data/; natively the organiser's own user), and mosquitto 2.0.16+ warns
+    # about (2.1 refuses) a password file others may read.
+    _write_atomically(path, "".join(f"{u}:{h}\n" for u, h in entries.items()), 0o600)
 
 
 def _write_atomically(path: Path, text: str, mode: int) -> None:
@@ -230,7 +231,7 @@ def _write_acl(path: Path, logins: Iterable[str], arenas: Sequence[str] | None =
     skipped = sorted(u for u in teams if name_error(u))
     covered = acl_arenas(path) if arenas is KEEP else arenas
     # Read by mosquitto (another user in its container); holds no secret.
-    _write_atomically(path, render_acl((u for u in teams if u not in skipped), covered), 0o644)
+    _write_atomically(path, render_acl((u for u in teams if u not in skipped), covered), 0o600)
     return skipped
 
 
@@ -386,10 +387,13 @@ def is_tls_url(broker: str) -> bool:
 
 def card_ca_file(broker: str, passwd: Path, ca_file: Path | None) -> Path | None:
     """The CA file for a team's card: as given, else for a TLS ``broker``
-    tls/ca.crt next to the password file (where ``salvo tls`` puts it), if
-    there. FileNotFoundError for a given one that is not there."""
-    if ca_file is None and is_tls_url(broker) and (passwd.parent / "tls" / "ca.crt").exists():
-        ca_file = passwd.parent / "tls" / "ca.crt"
+    where ``salvo tls`` puts it: ``data/tls/ca.crt`` beside the broker's
+    directory ``data/broker/`` that holds the password file (or tls/ca.crt
+    next to the password file, the layout before), if there.
+    FileNotFoundError for a given one that is not there."""
+    if ca_file is None and is_tls_url(broker):
+        found = [d / "tls" / "ca.crt" for d in (passwd.parent.parent, passwd.parent) if (d / "tls" / "ca.crt").exists()]
+        ca_file = found[0] if found else None
     if ca_file is not None and not ca_file.exists():
         raise FileNotFoundError(f"no CA file at {ca_file} (make one with: salvo tls)")
     return ca_file

@@ -1,20 +1,20 @@
 """TLS for a venue's broker (spec section 10): a CA of the organiser's own
 and a server certificate signed by it, for mosquitto's TLS listener.
 
-``issue(directory, hosts)`` writes four PEM files:
+``issue(directory, hosts, server_dir=...)`` writes four PEM files:
 
-- ``ca.crt`` (0644): handed to every team; clients verify the broker with it
-  (``--ca-file``, ``SalvoClient(ca_file=...)``). Its SHA-256 fingerprint goes
-  on the team cards so a team can check the file it got is the organisers'.
-- ``ca.key`` (0600): only the organiser; it could sign a certificate for any
-  name. Kept and reused, so the teams' ``ca.crt`` stays valid when the server
+- in ``directory`` (``data/tls``), the CA: ``ca.crt`` (0644), handed to every
+  team; clients verify the broker with it (``--ca-file``,
+  ``SalvoClient(ca_file=...)``). Its SHA-256 fingerprint goes on the team
+  cards so a team can check the file it got is the organisers'. ``ca.key``
+  (0600): only the organiser; it could sign a certificate for any name. Kept
+  and reused, so the teams' ``ca.crt`` stays valid when the server
   certificate is issued again for other addresses.
-- ``server.crt`` (0644) and ``server.key`` (0644): the broker's. mosquitto
-  reads them after dropping root, as user ``mosquitto`` (uid 1883 in the
-  eclipse-mosquitto image), not the organiser's uid, so the key must be
-  readable by others; it only lets its holder pose as this venue's broker,
-  and never goes on a card. On a shared machine narrow it to that user:
-  ``sudo chgrp 1883 server.key && chmod 0640 server.key``.
+- in ``server_dir`` (``data/broker``, the only directory the broker's
+  container mounts), the broker's ``server.crt`` (0644) and ``server.key``
+  (0600). mosquitto reads the key as the file's owner: in Docker every
+  container runs as uid 1883, which owns ``data/``; natively the guide runs
+  mosquitto as the organiser's own user.
 
 Keys are ECDSA P-256 (every TLS 1.2 stack speaks it). The server certificate
 names ``localhost``, ``127.0.0.1`` and every ``--host`` (DNS names and IP
@@ -46,6 +46,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 DEFAULT_DIR = Path("data/tls")
+#: What the broker reads (docker-compose.yml mounts only this directory into its container).
+BROKER_DIR = Path("data/broker")
 CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY = "ca.crt", "ca.key", "server.crt", "server.key"
 #: Always in the server certificate: the organiser's own tools on the laptop.
 ALWAYS_HOSTS = ("localhost", "127.0.0.1")
@@ -70,6 +72,8 @@ class Issued:
     hosts: tuple[str, ...]
     ca_fingerprint: str
     not_after: dt.datetime
+    #: where the broker's certificate and key went
+    server_dir: Path
 
     @property
     def ca_cert(self) -> Path:
@@ -81,11 +85,11 @@ class Issued:
 
     @property
     def server_cert(self) -> Path:
-        return self.directory / SERVER_CERT
+        return self.server_dir / SERVER_CERT
 
     @property
     def server_key(self) -> Path:
-        return self.directory / SERVER_KEY
+        return self.server_dir / SERVER_KEY
 
 
 def subject_alt_names(hosts: Iterable[str]) -> tuple[list[x509.GeneralName], tuple[str, ...]]:
@@ -116,11 +120,20 @@ def certificate_fingerprint(path: Path) -> str:
     return _fingerprint(_load_cert(path))
 
 
-def issue(directory: Path = DEFAULT_DIR, hosts: Iterable[str] = (), *, days: int = SERVER_DAYS) -> Issued:
+def issue(
+    directory: Path = DEFAULT_DIR,
+    hosts: Iterable[str] = (),
+    *,
+    days: int = SERVER_DAYS,
+    server_dir: Path | None = None,
+) -> Issued:
     """Create the CA unless ``directory`` has one, and (re)issue the server
-    certificate for ``hosts`` (plus localhost and 127.0.0.1) for ``days``."""
+    certificate for ``hosts`` (plus localhost and 127.0.0.1) for ``days``,
+    into ``server_dir`` (default: ``directory``)."""
     sans, names = subject_alt_names(hosts)
+    server_dir = directory if server_dir is None else server_dir
     directory.mkdir(parents=True, exist_ok=True)
+    server_dir.mkdir(parents=True, exist_ok=True)
     ca_cert_path, ca_key_path = directory / CA_CERT, directory / CA_KEY
     now = dt.datetime.now(dt.UTC)
     if ca_cert_path.exists() != ca_key_path.exists():
@@ -139,9 +152,9 @@ def issue(directory: Path = DEFAULT_DIR, hosts: Iterable[str] = (), *, days: int
     server_cert = _server_certificate(server_key, ca_cert, ca_key, sans, names[len(ALWAYS_HOSTS) :], now, not_after)
     # The key first: a reload between the two writes then fails loudly
     # (mismatched pair) rather than serving a certificate nobody can use.
-    _write(directory / SERVER_KEY, _key_pem(server_key), 0o644)  # see the module docstring
-    _write(directory / SERVER_CERT, server_cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return Issued(directory, new_ca, names, _fingerprint(ca_cert), not_after)
+    _write(server_dir / SERVER_KEY, _key_pem(server_key), 0o600)
+    _write(server_dir / SERVER_CERT, server_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    return Issued(directory, new_ca, names, _fingerprint(ca_cert), not_after, server_dir)
 
 
 def _ca_certificate(key: ec.EllipticCurvePrivateKey, now: dt.datetime) -> x509.Certificate:

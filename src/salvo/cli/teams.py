@@ -21,7 +21,8 @@ _passwd_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     default="passwd",
     show_default=True,
-    help="The broker's password file (mosquitto password_file).",
+    envvar="SALVO_PASSWD",
+    help="The broker's password file (mosquitto password_file; data/broker/passwd in the guide).",
 )
 _acl_option = click.option(
     "--acl",
@@ -56,13 +57,14 @@ def teams() -> None:
     "--broker-url",
     default="mqtts://localhost:8883",
     show_default=True,
+    envvar="SALVO_CARD_BROKER",
     help="Broker address printed on the connection card: the TLS listener, mqtts://<venue address>:8883.",
 )
 @click.option(
     "--ca-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The CA that teams verify the broker with, for the card [default: tls/ca.crt next to the password file,"
-    " where `salvo tls` puts it, if there].",
+    help="The CA that teams verify the broker with, for the card [default: data/tls/ca.crt when the password file"
+    " is data/broker/passwd, where `salvo tls` puts them, if there].",
 )
 @click.option("--mqtt-password", help="Use this MQTT password (default: a fresh random one).")
 @click.option("--secret", help="Use this game secret (default: a fresh random one).")
@@ -169,6 +171,7 @@ def teams_referee(passwd: Path, acl: Path | None, password: str | None) -> None:
 @_acl_option
 @click.option(
     "--arenas",
+    envvar="SALVO_ARENAS",
     help="The arena prefixes the rules cover: a count N (arena1..arenaN), comma-separated prefixes, or 'any'"
     " (default: what the ACL covers now; a new one: any). Naming them keeps teams from writing into"
     " namespaces no referee reads. Kept in the file: later `salvo teams` commands keep it.",

@@ -16,18 +16,29 @@ from salvo.cli.common import local_files
     type=click.Path(file_okay=False, path_type=Path),
     default="data/tls",
     show_default=True,
-    help="Where ca.crt, ca.key, server.crt and server.key go (mosquitto.conf reads them from there).",
+    envvar="SALVO_TLS_DIR",
+    help="The CA: ca.crt (for the teams) and ca.key (for nobody).",
+)
+@click.option(
+    "--broker-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="data/broker",
+    show_default=True,
+    envvar="SALVO_BROKER_DIR",
+    help="The broker's server.crt and server.key (mosquitto.conf reads them there, beside passwd and the ACL).",
 )
 @click.option(
     "--host",
     "hosts",
     multiple=True,
-    help="A name or IP address teams reach the broker by (repeatable). localhost and 127.0.0.1 are always in.",
+    envvar="SALVO_VENUE",
+    help="A name or IP address teams reach the broker by (repeatable; SALVO_VENUE: space-separated)."
+    " localhost and 127.0.0.1 are always in.",
 )
 @click.option(
     "--days", type=click.IntRange(1, 825), default=365, show_default=True, help="Validity of the server certificate."
 )
-def tls(directory: Path, hosts: tuple[str, ...], days: int) -> None:
+def tls(directory: Path, broker_dir: Path, hosts: tuple[str, ...], days: int) -> None:
     """Make the broker's TLS certificate: a CA of your own, and a server
     certificate it signs for the addresses teams use (spec section 10).
 
@@ -40,7 +51,7 @@ def tls(directory: Path, hosts: tuple[str, ...], days: int) -> None:
     from salvo.tls import issue
 
     with local_files():
-        issued = issue(directory, hosts, days=days)
+        issued = issue(directory, hosts, days=days, server_dir=broker_dir)
     ca_state = "new" if issued.new_ca else "kept: the teams' copies stay valid"
     click.echo(f"CA:          {issued.ca_cert} ({ca_state}); its key {issued.ca_key} stays with you")
     click.echo(f"server:      {issued.server_cert} and {issued.server_key}, until {issued.not_after:%Y-%m-%d}")
