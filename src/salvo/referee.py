@@ -34,6 +34,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Final
 
 from salvo.connection import RETRY_MAX_S, RETRY_MIN_S
@@ -51,7 +52,7 @@ from salvo.pacing import (
     emit,
 )
 from salvo.protocol import Arena, Effect
-from salvo.resume import Heartbeat, make_arenas
+from salvo.resume import Heartbeat, make_arenas, write_health
 from salvo.runner import ArenaRunner
 from salvo.store import Store, StoreFailure
 from salvo.teams import Registry
@@ -107,6 +108,7 @@ class Referee:
         workers: int | None = None,
         session_expiry_s: int = RESUME_WINDOW_S,
         registry: Registry | None = None,
+        health_file: Path | None = None,
     ) -> None:
         """``session_expiry_s`` is the resume window: the MQTT 5 session
         expiry, and how long the referee may have been away (its state
@@ -126,6 +128,8 @@ class Referee:
         #: before this run beats it.
         self.heartbeat = Heartbeat.beside(journal.path) if isinstance(journal, Store) else None
         discard = self.heartbeat is not None and self.heartbeat.stale(time.time(), session_expiry_s)
+        #: Rewritten every second from the loop (salvo night health reads it).
+        self.health_file = health_file
         self._fatal: Fatal | None = None
         self.loop = Loop(on_error=self._loop_failed)
         self.runners = [
@@ -153,8 +157,7 @@ class Referee:
         try:
             for runner in self.runners:
                 runner.begin()
-            if self.journal is not None:
-                self.loop.call_later(INTACT_EVERY_S, self._check_intact)
+            self.loop.call_later(INTACT_EVERY_S, self._every_second)
             self._beat()
             self.loop.run()
         finally:
@@ -162,17 +165,25 @@ class Referee:
                 runner.abandon()
             self.loop.close()
 
-    def _check_intact(self) -> None:
+    def _every_second(self) -> None:
         """Is the state file still there, still the same file? (StoreFailure
-        goes to _loop_failed.)"""
-        assert self.journal is not None
-        self.loop.call_later(INTACT_EVERY_S, self._check_intact)
-        self.journal.check_intact()
+        goes to _loop_failed.) Then the heartbeat and the health file: both
+        say the loop itself is alive."""
+        self.loop.call_later(INTACT_EVERY_S, self._every_second)
+        if self.journal is not None:
+            self.journal.check_intact()
         self._beat()
 
     def _beat(self) -> None:
         if self.heartbeat is not None:
             self.heartbeat.beat()
+        if self.health_file is not None:
+            write_health(self.health_file, self.health())
+
+    def health(self) -> str:
+        """'ok' while every arena is connected to the broker, else which are not."""
+        away = [runner.name for runner in self.runners if not runner.connected.is_set()]
+        return f"no broker connection for {', '.join(away)}" if away else "ok"
 
     def _loop_failed(self, exc: Exception) -> None:
         """What an arena's own error isolation passed on: the journal cannot

@@ -66,6 +66,16 @@ class Heartbeat:
             os.utime(self.path)
 
 
+def write_health(path: Path, text: str) -> None:
+    """Replace ``path`` with one line (a reader never sees half of it). A
+    failure (a full disk) is the journal's to report; a stale file then says
+    the service is unwell."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with contextlib.suppress(OSError):
+        tmp.write_text(text + "\n")
+        os.replace(tmp, path)
+
+
 def make_arenas(
     prefixes: list[str],
     config: Config,

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from salvo.cli import bench, conformance, journal, play, referee, stress, teams, tls, tournament
+from salvo.cli import bench, conformance, journal, night, play, referee, stress, teams, tls, tournament
 from salvo.cli.common import ExitCode, exit_for
 from salvo.failures import Failure
 
@@ -53,5 +53,6 @@ for _command in (
     teams.teams,
     tournament.tournament,
     tls.tls,
+    night.night,
 ):
     main.add_command(_command)

@@ -11,6 +11,8 @@ import contextlib
 import enum
 import logging
 import re
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -120,7 +122,24 @@ key_file_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     default="salvo-referee.key",
     show_default=True,
+    envvar="SALVO_KEY_FILE",
     help="The referee's X25519 key (created 0600 on first run).",
+)
+#: The referee's and the director's: the arenas must be the ones the broker's ACL opens to teams.
+acl_option = click.option(
+    "--acl",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SALVO_ACL",
+    help="The broker's ACL (salvo teams acl): refuse to start on an arena it does not open to teams, who could"
+    " not play there.",
+)
+#: The referee's and the director's: how the service reports on itself (salvo night health).
+health_file_option = click.option(
+    "--health-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SALVO_HEALTH_FILE",
+    help="Rewrite this file every second from the referee's loop: 'ok' while every arena is connected to the"
+    " broker, else why not (for a container's healthcheck: salvo night health).",
 )
 #: The referee's and the director's: how long the broker keeps the referee's session.
 resume_window_option = click.option(
@@ -146,6 +165,51 @@ pace_option = click.option(
 log_level_option = click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
+
+
+#: The signal that stopped the command (stop_on_signals), if one did.
+signalled: signal.Signals | None = None
+
+
+def stop_on_signals(on_stop: Callable[[], object] | None = None) -> threading.Event:
+    """An event set on SIGINT or SIGTERM (each logged, and kept in
+    :data:`signalled`); ``on_stop`` runs too. Installed explicitly: as a
+    container's PID 1, Python would otherwise ignore SIGTERM."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        global signalled
+        signalled = signal.Signals(signum)
+        logging.getLogger("salvo").info("received %s, shutting down", signalled.name)
+        stop.set()
+        if on_stop is not None:
+            on_stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    return stop
+
+
+def check_acl(acl: Path | None, prefixes: list[str]) -> None:
+    """Refuse (usage error) arenas the broker's ACL does not open to teams:
+    their joins and shots would be dropped by the broker, and the teams would
+    wait in silence. No ACL given: nothing to check."""
+    if acl is None:
+        return
+    from salvo.teams import acl_arenas
+
+    if not acl.exists():
+        raise click.UsageError(f"no broker ACL at {acl} (salvo teams referee/add write it)")
+    opened = acl_arenas(acl)
+    if opened is None:
+        return  # "arenas: any"
+    missing = [p or "(no prefix)" for p in prefixes if p not in opened]
+    if missing:
+        raise click.UsageError(
+            f"the broker's ACL {acl} opens {', '.join(opened) or 'no arena'} to teams, not {', '.join(missing)}:"
+            " teams could not play there. Run only the arenas it opens, or open these too"
+            f" (salvo teams acl --arenas {','.join(prefixes)} --passwd PASSWD --acl {acl}, then SIGHUP the broker)"
+        )
 
 
 def parse_broker(url: str, username: str | None, password: str | None) -> Broker:

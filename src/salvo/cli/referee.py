@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from salvo.cli.common import (
+    acl_option,
     arena_prefixes,
     broker_option,
+    check_acl,
     game_config,
+    health_file_option,
     key_file_option,
     log_level_option,
     pace_option,
     parse_broker,
     resume_window_option,
     setup_logging,
+    stop_on_signals,
 )
+
+if TYPE_CHECKING:
+    from salvo.mqtt import Broker
 
 
 @click.command()
@@ -28,12 +33,14 @@ from salvo.cli.common import (
 @click.option("--prefix", default="", help="Arena prefix: topics become /PREFIX/game/... (default: none).")
 @click.option(
     "--arenas",
+    envvar="SALVO_ARENAS",
     help="Run several arenas: a count N (arena1..arenaN), or comma-separated prefixes and ranges M-N"
     " (arenaM..arenaN; other referee processes may hold the other ranges).",
 )
 @click.option(
     "--placement-timeout",
     type=click.FloatRange(min=0, min_open=True),
+    envvar="SALVO_PLACEMENT_TIMEOUT",
     default=60.0,
     show_default=True,
     help="Seconds after the latest join until placement closes.",
@@ -41,6 +48,7 @@ from salvo.cli.common import (
 @click.option(
     "--turn-timeout",
     type=click.FloatRange(min=0, min_open=True),
+    envvar="SALVO_TURN_TIMEOUT",
     default=30.0,
     show_default=True,
     help="Seconds a player has to fire a salvo.",
@@ -48,6 +56,7 @@ from salvo.cli.common import (
 @click.option(
     "--reset-after",
     type=click.FloatRange(min=0, min_open=True),
+    envvar="SALVO_RESET_AFTER",
     default=300.0,
     show_default=True,
     help="Seconds from game over until the retained game is cleared and the lobby reopens.",
@@ -75,6 +84,7 @@ from salvo.cli.common import (
     type=click.Path(dir_okay=False, path_type=Path),
     default="salvo-referee.db",
     show_default=True,
+    envvar="SALVO_STATE",
     help="SQLite journal of every game (created 0600): a restarted referee resumes.",
 )
 @click.option(
@@ -97,9 +107,14 @@ from salvo.cli.common import (
 @click.option(
     "--fresh",
     is_flag=True,
-    help="Start even though the broker shows a game of an arena in progress that the state file does not hold"
-    " (an emptied, replaced or deleted state file): a new game replaces it. Without it the referee refuses (exit 4).",
+    envvar="SALVO_FRESH",
+    help="Start even though the broker shows a game in progress that the state file does not hold (an emptied,"
+    " replaced or deleted state file, another referee's game): it is ended and a new game begins. Without it the"
+    " referee refuses (exit 4). A finished game of a stopped referee needs no flag; neither does this state file's"
+    " own game.",
 )
+@acl_option
+@health_file_option
 @resume_window_option
 @click.option(
     "--allow-unbound-fire",
@@ -128,6 +143,8 @@ def referee(
     teams: Path | None,
     sealed_joins_only: bool,
     fresh: bool,
+    acl: Path | None,
+    health_file: Path | None,
     resume_window: int,
     allow_unbound_fire: bool,
     log_level: str,
@@ -142,11 +159,13 @@ def referee(
     file resumes the same game.
     """
     from salvo import bootstrap
+    from salvo.ownership import FREE_PLAY
     from salvo.referee import Referee
 
     setup_logging(log_level)
     target = parse_broker(broker, username, password)
     prefixes = arena_prefixes(prefix, arenas)
+    check_acl(acl, prefixes)
     config = game_config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns, pace)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.referee_arenas(
@@ -160,7 +179,8 @@ def referee(
         sealed_joins_only=sealed_joins_only,
         unbound_fire=allow_unbound_fire,
     )
-    bootstrap.claim(target, games, store, fresh=fresh)
+    bootstrap.claim(target, games, store, fresh=fresh, role=FREE_PLAY)
+    _clear_a_finished_tournament(target)
     try:
         registry = bootstrap.load_registry(teams) if teams is not None else None
         service = Referee(
@@ -170,20 +190,23 @@ def referee(
             journal=store,
             session_expiry_s=resume_window,
             registry=registry,
+            health_file=health_file,
         )
-        bootstrap.run_until(service, _stop_on_signals())
+        bootstrap.run_until(service, stop_on_signals())
     finally:
         store.close()
 
 
-def _stop_on_signals() -> threading.Event:
-    """Set on SIGINT or SIGTERM, which are logged."""
-    stop = threading.Event()
+def _clear_a_finished_tournament(broker: Broker) -> None:
+    """Free play after the tournament: its finished standings leave the
+    room's pages (salvo.tournament.night.clear_finished)."""
+    from salvo.tournament.night import clear_finished
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        logging.getLogger("salvo").info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    return stop
+    log = logging.getLogger("salvo.referee")
+    try:
+        cleared = clear_finished(broker)
+    except (TimeoutError, PermissionError) as exc:
+        log.warning("could not check for a finished tournament's topics: %s", exc)
+        return
+    if cleared:
+        log.info("the tournament on this broker is over: cleared its %d topics for free play", len(cleared))

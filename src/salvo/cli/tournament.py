@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,14 +10,19 @@ import click
 
 from salvo.cli.common import (
     ExitCode,
+    acl_option,
     arena_prefixes,
     broker_option,
+    check_acl,
     game_config,
+    health_file_option,
+    key_file_option,
     log_level_option,
     pace_option,
     parse_broker,
     resume_window_option,
     setup_logging,
+    stop_on_signals,
 )
 
 if TYPE_CHECKING:
@@ -99,14 +103,7 @@ def tournament() -> None:
     envvar="SALVO_TOURNAMENT_REFEREE_STATE",
     help="The referee journal of the tournament's arenas (not free play's salvo-referee.db).",
 )
-@click.option(
-    "--key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default="salvo-referee.key",
-    show_default=True,
-    envvar="SALVO_KEY_FILE",
-    help="The referee's X25519 key (created 0600 on first run).",
-)
+@key_file_option
 @click.option(
     "--placement-timeout",
     type=click.FloatRange(min=1),
@@ -146,13 +143,13 @@ def tournament() -> None:
     "--console-cert",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="SALVO_CONSOLE_CERT",
-    help="TLS certificate of the console (default data/tls/server.crt when present).",
+    help="TLS certificate of the console (default data/broker/server.crt when present: salvo tls).",
 )
 @click.option(
     "--console-key",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="SALVO_CONSOLE_KEY",
-    help="Its private key (default data/tls/server.key when present).",
+    help="Its private key (default data/broker/server.key when present).",
 )
 @click.option(
     "--client-id", help="MQTT client id base of its referee (default: salvo-tournament-<derived from the key file>)."
@@ -163,7 +160,16 @@ def tournament() -> None:
     envvar="SALVO_FRESH",
     help="Take the arenas even where the broker shows a game (over, or in progress) that --referee-state does not"
     " hold, such as the last game of an earlier tournament on the same arenas: a new game replaces it. Without it"
-    " the director refuses (exit 4).",
+    " the director refuses (exit 4). A finished game needs no flag, nor a free-play game (the tournament ends it).",
+)
+@acl_option
+@health_file_option
+@click.option(
+    "--keep-serving",
+    is_flag=True,
+    envvar="SALVO_KEEP_SERVING",
+    help="After the final ranking, keep serving the console (its exports) and the projector (the champion) until"
+    " stopped, instead of exiting.",
 )
 @log_level_option
 def run(
@@ -190,6 +196,9 @@ def run(
     console_key: Path | None,
     client_id: str | None,
     fresh: bool,
+    acl: Path | None,
+    health_file: Path | None,
+    keep_serving: bool,
     log_level: str,
 ) -> None:
     """Run the tournament: fixtures onto arenas, standings, until the last game.
@@ -204,6 +213,7 @@ def run(
     """
     from salvo import bootstrap
     from salvo import tournament as night
+    from salvo.ownership import TOURNAMENT
     from salvo.referee import Referee
     from salvo.tournament.director import Director
 
@@ -215,13 +225,14 @@ def run(
     registry = bootstrap.load_registry(registry_path)
     teams = night.entrants(registry, registry_path)
     prefixes = arena_prefixes("", arenas)
+    check_acl(acl, prefixes)
     plan, late = night.plan(state, fmt, rounds, teams, table_size)
     if late:
         click.echo(f"registered after the start, waiting for admit-late/refuse-late: {', '.join(late)}", err=True)
     config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3, pace)
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.tournament_arenas(referee_state, prefixes, config, key)
-    bootstrap.claim(target, games, store, fresh=fresh)
+    bootstrap.claim(target, games, store, fresh=fresh, role=TOURNAMENT)
     server = None
     try:
         roster = night.restrict_lobbies(games, registry)
@@ -232,6 +243,7 @@ def run(
             journal=store,
             registry=registry,
             session_expiry_s=resume_window,
+            health_file=health_file,
         )
         director = Director(
             broker=target,
@@ -245,22 +257,30 @@ def run(
             registered=lambda: sorted(registry.teams),
         )
 
+        stopped = None
+
         def started() -> None:
-            nonlocal server
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: director.stop.set())
+            nonlocal server, stopped
+            stopped = stop_on_signals(director.stop.set)
             if console is not None:
                 server = _start_console(director, target, *console)
 
         rows = night.hold(director, service, on_started=started)
+        if rows is not None:
+            click.echo(night.ranking_text(rows))
+            if keep_serving and stopped is not None:
+                click.echo("the tournament is over: serving the console and the projector until stopped", err=True)
+                from salvo.resume import write_health
+
+                while not stopped.wait(1.0):  # the referee has stopped: say the service is still well
+                    if health_file is not None:
+                        write_health(health_file, "ok: the tournament is over")
     finally:
         if server is not None:
             server.close()
         store.close()
     if rows is None:
         click.echo("paused: start it again with the same --state to carry on", err=True)
-        return
-    click.echo(night.ranking_text(rows))
 
 
 def _console_settings(
@@ -276,8 +296,9 @@ def _console_settings(
         return None
     if len(password) < 8:
         raise click.BadParameter("at least 8 characters", param_hint="--console-password")
-    if cert is None and key is None and Path("data/tls/server.crt").exists() and Path("data/tls/server.key").exists():
-        cert, key = Path("data/tls/server.crt"), Path("data/tls/server.key")
+    default_cert, default_key = Path("data/broker/server.crt"), Path("data/broker/server.key")
+    if cert is None and key is None and default_cert.exists() and default_key.exists():
+        cert, key = default_cert, default_key
     if (cert is None) != (key is None):
         raise click.BadParameter("give both --console-cert and --console-key", param_hint="--console-cert")
     return host.strip("[]"), int(port), password, cert, key

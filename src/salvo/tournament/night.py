@@ -3,11 +3,14 @@ with its referee until the tournament is over or stopped."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from salvo.errors import Code, Illegal
+from salvo.mqtt import Broker, clear_retained, read_retained
+from salvo.topics import TournamentTopics
 from salvo.tournament.errors import TournamentError
 from salvo.tournament.scoring import Row
 
@@ -81,3 +84,22 @@ def hold(
         director.close()
         service.stop()
     return rows
+
+
+def clear_finished(broker: Broker) -> list[str]:
+    """Free play after a tournament: when ``/tournament/standings`` says the
+    tournament is done, clear every tournament topic the broker keeps
+    (standings, schedule, assignments), so that the room's pages show free
+    play again instead of the champion for ever. A tournament still under
+    way (paused, or left for free play on purpose) keeps them. The topics
+    cleared, in order."""
+    t = TournamentTopics
+    found = read_retained(broker, list(t.public_filters()), t.marker)
+    try:
+        done = json.loads(found.get(t.standings, b"{}")).get("done") is True
+    except (ValueError, AttributeError):
+        done = False
+    if not done:
+        return []
+    clear_retained(broker, sorted(found))
+    return sorted(found)
