@@ -125,10 +125,12 @@ def referee_arenas(
     return store, arenas
 
 
-def tournament_arenas(state: Path, prefixes: list[str], config: Config, key: PrivateKey) -> tuple[Store, list[Arena]]:
+def tournament_arenas(
+    state: Path, prefixes: list[str], config: Config, key: PrivateKey, *, sealed_joins_only: bool = False
+) -> tuple[Store, list[Arena]]:
     """A tournament's referee journal (no setting aside: a damaged one is
     refused) and its arenas, resumed from it."""
-    return _arenas(state, lambda: Store(state), prefixes, config, None, key)
+    return _arenas(state, lambda: Store(state), prefixes, config, None, key, sealed_joins_only=sealed_joins_only)
 
 
 def _arenas(

@@ -162,6 +162,12 @@ def tournament() -> None:
     " hold, such as the last game of an earlier tournament on the same arenas: a new game replaces it. Without it"
     " the director refuses (exit 4). A finished game needs no flag, nor a free-play game (the tournament ends it).",
 )
+@click.option(
+    "--sealed-joins-only",
+    is_flag=True,
+    envvar="SALVO_SEALED_JOINS_ONLY",
+    help="Refuse plain-JSON joins: a team's secret then never crosses the network or sits in the broker.",
+)
 @acl_option
 @health_file_option
 @click.option(
@@ -196,6 +202,7 @@ def run(
     console_key: Path | None,
     client_id: str | None,
     fresh: bool,
+    sealed_joins_only: bool,
     acl: Path | None,
     health_file: Path | None,
     keep_serving: bool,
@@ -231,7 +238,9 @@ def run(
         click.echo(f"registered after the start, waiting for admit-late/refuse-late: {', '.join(late)}", err=True)
     config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3, pace)
     key = bootstrap.load_key(key_file)
-    store, games = bootstrap.tournament_arenas(referee_state, prefixes, config, key)
+    store, games = bootstrap.tournament_arenas(
+        referee_state, prefixes, config, key, sealed_joins_only=sealed_joins_only
+    )
     bootstrap.claim(target, games, store, fresh=fresh, role=TOURNAMENT)
     server = None
     try:
