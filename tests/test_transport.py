@@ -74,11 +74,15 @@ def test_the_venue_listener_refuses_anonymous_clients(broker: Mosquitto) -> None
 
 
 def test_tls_issues_a_server_certificate_under_a_kept_ca(tmp_path: Path) -> None:
+    apart = tls.issue(tmp_path / "tls", server_dir=tmp_path / "broker")  # the guide's layout: data/tls, data/broker
+    assert sorted(p.name for p in (tmp_path / "broker").iterdir()) == ["server.crt", "server.key"]
+    assert apart.server_key == tmp_path / "broker" / "server.key" and apart.ca_key == tmp_path / "tls" / "ca.key"
+    tmp_path = tmp_path / "together"
     first = tls.issue(tmp_path, ["night.local", "192.168.1.20"])
     assert first.new_ca and first.hosts == ("localhost", "127.0.0.1", "night.local", "192.168.1.20")
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
-    # ca.key for the organiser only; the broker (another user) reads server.key
-    assert modes == {"ca.crt": 0o644, "ca.key": 0o600, "server.crt": 0o644, "server.key": 0o644}
+    # the keys for their owner only: the broker reads server.key as its owner (uid 1883 in Docker)
+    assert modes == {"ca.crt": 0o644, "ca.key": 0o600, "server.crt": 0o644, "server.key": 0o600}
     again = tls.issue(tmp_path, ["other.example"])  # a new venue address
     assert not again.new_ca and again.ca_fingerprint == first.ca_fingerprint
     assert again.ca_fingerprint == tls.certificate_fingerprint(tmp_path / "ca.crt")
@@ -212,19 +216,20 @@ def test_shipped_conf_keeps_plain_mqtt_on_loopback_and_offers_tls() -> None:
     assert [line for line, _ in secure] == ["listener 8883"]  # every interface: the venue's teams
     opts = secure[0][1]
     assert opts["protocol"] == "mqtt" and opts["tls_version"] == "tlsv1.2"
-    for key, name in (("cafile", "ca.crt"), ("certfile", "server.crt"), ("keyfile", "server.key")):
-        assert opts[key] == f"/data/tls/{name}"
+    for key, name in (("certfile", "server.crt"), ("keyfile", "server.key")):
+        assert opts[key] == f"/data/broker/{name}"
+    assert "cafile" not in opts  # clients log in: the broker verifies no certificate and holds no CA
     assert not re.search(r"^\s*protocol\s+websockets", conf, re.MULTILINE)  # spectators use salvo spectate
     assert len(found) == len(re.findall(r"^listener ", conf, re.MULTILINE))
 
 
 def test_compose_publishes_tls_and_keeps_plain_mqtt_on_the_compose_network() -> None:
     service = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["mosquitto"]
-    assert sorted(service["ports"]) == ["127.0.0.1:1883:1883", "8883:8883"]
-    assert "./data:/data:ro" in service["volumes"]  # passwd, ACL and tls/: a directory, read-only
+    assert sorted(service["ports"]) == ["${SALVO_TLS_PORT:-8883}:8883", "127.0.0.1:${SALVO_MQTT_PORT:-1883}:1883"]
+    assert "./data/broker:/data/broker:ro" in service["volumes"]  # passwd, ACL, certificate: a directory, read-only
     conf = (ROOT / "mosquitto.conf").read_text()
-    for key in ("password_file", "acl_file", "cafile", "certfile", "keyfile"):
-        assert re.search(rf"^{key} /data/\S+$", conf, re.MULTILINE), key
+    for key in ("password_file", "acl_file", "certfile", "keyfile"):
+        assert re.search(rf"^{key} /data/broker/\S+$", conf, re.MULTILINE), key
     # The service runs the shipped conf with only the plain listener's bind
     # address dropped (compose turns $$ into $; sed's \. and $ mean what
     # Python's do).
