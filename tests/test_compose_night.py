@@ -122,6 +122,15 @@ def test_a_night_on_the_engine_as_the_guide_says(night: Night) -> None:
         n.play(team, "try it")
     assert "Exited" not in n.compose("ps", "-a", "referee")
 
+    # -- the room's view of a game under way (the guide's screenshot)
+    at = _wait_playing(rec, min_turn=4)
+    _page_shows(
+        n,
+        "projector-live.png",
+        f"document.querySelector('article[data-arena={at[0]}] [data-testid=turn]')?.innerText",
+        f"{at[0]}'s game under way",
+    )
+
     # -- a restart of the director mid-game: the same game goes on at its turn
     at = _wait_playing(rec, min_turn=4)
     n.block("restart")
@@ -184,7 +193,12 @@ def test_a_night_on_the_engine_as_the_guide_says(night: Night) -> None:
     final = standings(rec)
     assert final is not None and {r["team"] for r in final["rows"]} == {"ada", "bletchley", "carol", "house", "eve"}
     champion = final["rows"][0]["team"]
-    _page_shows(n, "projector-champion.png", "CHAMPION\n" + champion)
+    _page_shows(
+        n,
+        "projector-champion.png",
+        f"document.querySelector('[data-testid=champion-team]')?.innerText === {champion!r}",
+        f"{champion} the champion",
+    )
     _console_answers(n)
     assert n.health("referee") == "healthy"  # after the night it serves on, still healthy
 
@@ -198,7 +212,12 @@ def test_a_night_on_the_engine_as_the_guide_says(night: Night) -> None:
     # -- free play again: the champion leaves the projector
     n.block("free-play-again")
     rec.wait(lambda m: m.topic == "/tournament/standings" and not m.payload, timeout=90, what="standings cleared")
-    _page_shows(n, "projector-free-play.png", "arena1", absent="CHAMPION")
+    _page_shows(
+        n,
+        "projector-free-play.png",
+        "document.getElementById('champion').hidden && document.querySelector('article[data-arena=arena1]')",
+        "the arenas again, no champion",
+    )
 
     # -- another night, left in the middle of a game: a refusal, not a restart loop
     n.set_env(SALVO_TOURNAMENT_STATE="night2.json", SALVO_TOURNAMENT_REFEREE_STATE="night2-referee.db")
@@ -283,23 +302,25 @@ def _restart_the_engine(n: Night) -> None:
     assert n.inspect("mosquitto")["State"]["Status"] == "running"
 
 
-def _page_shows(n: Night, shot: str, text: str, absent: str | None = None) -> None:
-    """The projector page on this laptop's port shows ``text`` (and not
-    ``absent``), in Chromium at 1920x1080; its screenshot is kept."""
+def _page_shows(n: Night, shot: str, ready: str, what: str) -> None:
+    """The projector page on this laptop's port, in Chromium at 1920x1080,
+    comes to show ``what``: the JavaScript expression ``ready`` turns true.
+    Its screenshot is kept (docs/screenshots/ with SALVO_DOC_SCREENSHOTS=1)."""
     driver: Any = chromium(n.dir.parent / "chromium", 1920, 1080)
     try:
         full_hd(driver)
         driver.get(f"http://127.0.0.1:{n.ports['SALVO_PROJECTOR_PORT']}/")
         end = time.monotonic() + 60
-        body = ""
-        while time.monotonic() < end:
-            body = str(driver.execute_script("return document.body.innerText"))
-            if text in body and (absent is None or absent not in body):
-                break
-            time.sleep(0.5)
+        while not driver.execute_script(f"return Boolean({ready})"):
+            if time.monotonic() > end:
+                DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+                driver.save_screenshot(str(DOCS_SHOTS / f"failed-{shot}"))
+                raise AssertionError(
+                    f"the projector never showed {what}:\n{driver.execute_script('return document.body.innerText')}"
+                )
+            time.sleep(0.25)
         DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(DOCS_SHOTS / shot))
-        assert text in body and (absent is None or absent not in body), body
     finally:
         driver.quit()
 

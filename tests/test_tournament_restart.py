@@ -190,7 +190,9 @@ def test_a_new_night_takes_a_finished_game_over_and_a_game_in_progress_only_with
         cmd = director_cmd(mosq.url("referee"), tmp_path, registry)
         refused = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60)
         assert refused.returncode == 4, refused.stderr
-        assert "arena2: the broker shows a game in progress by a tournament referee (game g-unfinished" in refused.stderr
+        assert (
+            "arena2: the broker shows a game in progress by a tournament referee (game g-unfinished" in refused.stderr
+        )
         assert "arena1" not in refused.stderr  # the finished game is no reason to refuse
         assert "--fresh (SALVO_FRESH=1)" in refused.stderr
         director = subprocess.Popen([*cmd, "--fresh"], stderr=subprocess.DEVNULL, text=True)
@@ -215,7 +217,8 @@ def test_last_nights_finished_game_needs_no_flag(new_broker: BrokerFactory, tmp_
     for n in ("ann", "bob"):
         add_team(registry, mosq.passwd, n)
     mosq.start()
-    old = Recorder(Broker.from_url(mosq.url("referee")), ["/arena1/game/winner", "/arena1/game/server"])
+    topics = ["/arena1/game/winner", "/arena1/game/server", "/tournament/schedule"]
+    old = Recorder(Broker.from_url(mosq.url("referee")), topics)
     for topic, payload in (("state", "over"), ("id", "g-last-night"), ("winner", "ann"), ("server", "down")):
         old.publish(f"/arena1/game/{topic}", payload, retain=True)
     try:
@@ -223,6 +226,7 @@ def test_last_nights_finished_game_needs_no_flag(new_broker: BrokerFactory, tmp_
         try:
             old.wait(lambda m: m.topic == "/arena1/game/server" and m.payload == b"up", timeout=30, what="arena1 up")
             old.wait(lambda m: m.topic == "/arena1/game/winner" and not m.payload, timeout=30, what="winner cleared")
+            old.wait(lambda m: m.topic == "/tournament/schedule", timeout=30, what="the director at work")
         finally:
             director.send_signal(signal.SIGTERM)
             assert director.wait(30) == 0

@@ -2,8 +2,9 @@
 append a request (one JSON line) to ``<state>.requests`` next to the state
 file; the running director applies it between steps and appends the answer
 to ``<state>.replies``. Whoever may write the state directory may control
-the tournament, the same trust as editing its state (docker compose exec
-into the director's container, or the organiser's own account natively).
+the tournament, the same trust as editing its state (`docker compose run
+--rm salvo tournament ...`, which mounts the same data/, or the organiser's
+own account natively).
 Requests the director has not answered yet are applied when it next runs."""
 
 from __future__ import annotations
