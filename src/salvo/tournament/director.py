@@ -141,7 +141,7 @@ class Director:
             {
                 "format": self.state.format,
                 "table_size": self.state.table_size,
-                "rounds": self.state.rounds,
+                "rounds": self.state.total_rounds,
                 "games_played": sum(1 for r in self.state.results if r.counts),
                 "paused": self.state.paused,
                 "done": self.state.done,
