@@ -339,12 +339,15 @@ class Director:
                 # Listed there until the referee's reset (the stats come before the state says over).
                 self._finishing[arena] = set(result.players)
         self.save()
-        if result.status != "played":
-            # Called off (no-show, abort, withdrawal): a team that has not come
-            # yet must not go and join a game that is not there any more.
-            for team in result.players:
-                if team not in self.state.withdrawn and team not in self.busy_teams():
-                    self.tell(team, "")
+        # Its teams have nothing to play now: their assignment topics go empty
+        # ("empty between games"), also while the tournament is paused and no
+        # next game replaces them. Called off (no-show, abort, withdrawal): a
+        # team that has not come yet must not go and join a game that is not
+        # there any more.
+        playing = {t for lv in self.state.live.values() for t in self.state.fixtures[lv.fixture].teams}
+        for team in result.players:
+            if team not in self.state.withdrawn and team not in playing:
+                self.tell(team, "")
         rows = self.publish_standings()
         self.publish_schedule()
         log.info(
