@@ -361,6 +361,54 @@ def test_over_tls_the_console_answers_https_and_its_cookie_is_secure(tmp_path: P
             plain.request("GET", "/").read()
 
 
+def test_a_reissued_certificate_is_served_to_new_connections(tmp_path: Path, fake: FakeDirector) -> None:
+    """`salvo tls` again (here for another host) while the console runs: the
+    next connections get the new certificate, no restart; one open before
+    keeps its own."""
+    first = tls.issue(tmp_path / "tls")
+    verify = ssl.create_default_context(cafile=str(first.ca_cert))  # the CA stays: both verify
+    server = Console(fake, "127.0.0.1", 0, PASSWORD, first.server_cert, first.server_key)
+    server.cert_check_s = 0.05
+
+    def served() -> list[str]:
+        with (
+            socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+            verify.wrap_socket(raw, server_hostname="localhost") as conn,
+        ):
+            cert: dict[str, Any] = dict(conn.getpeercert() or {})
+            return [name for kind, name in cert["subjectAltName"] if kind == "DNS"]
+
+    with server:
+        assert "projector.venue" not in served()
+        before = Browserless(server, verify).connect()
+        before.request("GET", "/")
+        assert before.getresponse().read()
+        tls.issue(tmp_path / "tls", ["projector.venue"])
+        wait_until(lambda: "projector.venue" in served(), 10, "the new certificate on a new connection")
+        assert Browserless(server, verify).request("GET", "/").status == 200
+        before.request("GET", "/")  # the connection made before still works
+        assert before.getresponse().status == 200
+        before.close()
+
+
+def test_a_key_replaced_before_its_certificate_is_not_loaded_alone(tmp_path: Path) -> None:
+    """`salvo tls` writes the key, then the certificate: a look between the
+    two finds a pair that does not match and keeps serving the old one."""
+    from salvo.webserver import CertificateWatch
+
+    live, other = tls.issue(tmp_path / "live"), tls.issue(tmp_path / "other")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(live.server_cert, live.server_key)
+    watch = CertificateWatch(context, live.server_cert, live.server_key, "the console")
+    assert not watch.check()  # nothing changed
+    for new, old in ((other.server_key, live.server_key), (other.server_cert, live.server_cert)):
+        (tmp_path / "copy").write_bytes(new.read_bytes())
+        os.replace(tmp_path / "copy", old)
+        if old == live.server_key:
+            assert not watch.check() and watch.loaded == 0  # a key without its certificate
+    assert watch.check() and watch.loaded == 1
+
+
 def test_status_is_read_off_the_event_loop(fake: FakeDirector) -> None:
     """A director slow to answer holds up one request, not the server."""
     release = threading.Event()
