@@ -505,6 +505,62 @@ def test_the_console_of_a_real_tournament_run(new_broker: BrokerFactory, tmp_pat
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
+def _health(port: int) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/health")  # no login
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
+
+
+def test_health_says_whether_the_directors_loop_and_arenas_are_up(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """`GET /health` for a container's healthcheck: 200 while the loop comes
+    round and both arenas are connected; 503, saying why, once the broker is
+    gone; 200 again when it is back."""
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    for n in ("ada", "bletchley"):
+        add_team(registry, mosq.passwd, n)
+    mosq.start()
+    cmd = [
+        *(sys.executable, "-m", "salvo", "tournament", "run", "--console", "127.0.0.1:0"),
+        *("--broker", mosq.url("referee"), "--teams", str(registry), "--arenas", "2"),
+        *("--state", str(tmp_path / "tournament.json"), "--referee-state", str(tmp_path / "referee.db")),
+        *("--key-file", str(tmp_path / "referee.key")),
+    ]
+    env = {**os.environ, "SALVO_CONSOLE_PASSWORD": PASSWORD}
+    director = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    stderr = director.stderr
+    assert stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("organiser console: " in line for line in lines), 30, "the console's address")
+        url = next(line for line in lines if "organiser console: " in line).split(": ", 1)[1].strip()
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        code, body = _health(port)
+        assert code == 200 and body["ok"] is True, body
+        assert body["arenas"] == {"arena1": "up", "arena2": "up"} and body["loop_s"] < 10
+        mosq.stop()
+        wait_until(lambda: _health(port)[0] == 503, 15, "an unhealthy answer without the broker")
+        code, body = _health(port)
+        assert body["ok"] is False and "not connected to the broker: arena1, arena2" in body["reason"], body
+        assert set(body) == {"ok", "loop_s", "arenas", "reason"}  # nothing more (no team, no secret)
+        mosq.start()
+        wait_until(lambda: _health(port)[0] == 200, 30, "healthy again with the broker back")
+    finally:
+        director.send_signal(signal.SIGTERM)
+        try:
+            director.wait(30)
+        finally:
+            director.kill()
+            reader.join(5)
+    assert director.returncode == 0, "".join(lines[-40:])
+
+
 def _the_room_is_on_the_same_server(port: int, lines: list[str]) -> None:
     """The projector, its stream and the replay viewer answer on the
     console's port without a login, and the stream carries the night."""

@@ -187,3 +187,18 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
         for team in (a, b):
             teams.publish(TournamentTopics.assignment(team), "", retain=True)
         teams.close()
+
+
+def test_health_reports_a_stuck_loop(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
+    from salvo.tournament.director import LOOP_STALE_S
+
+    state = State("round-robin", 1, ["a", "b"])
+    d = director(broker, tmp_path, state, prefix)
+    try:
+        assert d.health()["ok"] is True and d.health()["arenas"] == {}  # (a referee without connections to ask)
+        d.ticked -= LOOP_STALE_S + 1  # the loop has not come round since
+        health = d.health()
+        assert health["ok"] is False and "loop has not come round for 11 s" in health["reason"], health
+    finally:
+        d.close()
+    assert "stopping" in d.health()["reason"]

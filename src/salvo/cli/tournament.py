@@ -290,7 +290,9 @@ def _start_console(
     from salvo.console import Console
     from salvo.spectate import Projector
 
-    server = Console(controls, host, port, password, certfile=cert, keyfile=key, projector=Projector(broker))
+    server = Console(
+        controls, host, port, password, certfile=cert, keyfile=key, projector=Projector(broker), health=controls.health
+    )
     server.start()
     click.echo(f"organiser console: {server.url}", err=True)
     click.echo(f"projector: {server.projector_url} (replays: {server.url}replay)", err=True)

@@ -1,8 +1,8 @@
 """The console's web application (Starlette): the page, the login, the
 live status as server-sent events, the controls and the exports.
 
-Only ``/`` and ``/login`` answer without a session; everything else is a 401
-(JSON). A state-changing request needs the session cookie (HttpOnly,
+Only ``/``, ``/login`` and ``/health`` answer without a session; everything
+else is a 401 (JSON). A state-changing request needs the session cookie (HttpOnly,
 SameSite=Strict, Secure over TLS) *and* the session's CSRF token in the
 ``X-CSRF-Token`` header, which only the console page itself can read; a POST
 whose ``Origin`` is another site is refused outright.
@@ -122,11 +122,14 @@ def create_app(
     secure: bool,
     login_delay_s: float = 0.5,
     routes: Sequence[BaseRoute] = (),
+    health: Callable[[], dict[str, Any]] | None = None,
 ) -> Starlette:
     """The console for ``controls``; ``secure``: it is served over TLS (the
     cookie is then ``Secure``). ``login_delay_s``: how long a wrong password
     waits for its answer. ``routes``: public ones served beside it (the
-    projector's). Raises ConsoleError for a weak password."""
+    projector's). ``health``: what ``GET /health`` answers (no login; 200
+    when its ``ok`` is true, else 503), for a container's healthcheck.
+    Raises ConsoleError for a weak password."""
     state = _State(controls, password, secure, login_delay_s, room=bool(routes))
 
     async def index(request: Request) -> Response:
@@ -204,8 +207,18 @@ def create_app(
         headers = {**security_headers(), "Content-Disposition": f'attachment; filename="{name}"'}
         return Response(body, 200, headers, EXPORTS[name])
 
+    async def healthy(request: Request) -> Response:
+        assert health is not None
+        try:
+            body = health()  # cheap and lock-free: on the event loop, not behind a stuck status()
+        except Exception as exc:  # a bug is an unhealthy answer, not a 500
+            log.exception("console: the health check failed")
+            body = {"ok": False, "reason": f"the health check failed: {exc!r}"}
+        return JSONResponse(body, 200 if body.get("ok") else 503, security_headers())
+
     app = Starlette(
         routes=[
+            *([Route("/health", healthy, methods=["GET"])] if health is not None else []),
             Route("/", index, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", _csrf(state, logout), methods=["POST"]),

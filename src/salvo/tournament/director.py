@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("salvo.tournament")
 
 REGISTRY_CHECK_S = 2.0
+#: The loop comes round at least twice a second; this long without, it is
+#: stuck (what /health reports).
+LOOP_STALE_S = 10.0
 
 
 class ArenaOps(Protocol):
@@ -77,6 +80,8 @@ class Director:
         #: the registry's teams now (late entries are the ones not in the state)
         self.registered = registered
         self.stop = threading.Event()
+        #: when the loop last came round (time.monotonic()), for /health
+        self.ticked = time.monotonic()
         self._lock = threading.RLock()
         self._requests: queue.Queue[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = queue.Queue()
         self._next_registry_check = 0.0
@@ -173,12 +178,14 @@ class Director:
 
     def run(self) -> list[Row] | None:
         """Until the tournament is over (the final standings) or stopped (None)."""
+        self.ticked = time.monotonic()
         with self._lock:
             self.state.draw()
             self.save()
             self.publish_schedule()
             self.publish_standings()
         while not self.stop.is_set():
+            self.ticked = time.monotonic()
             self._serve_requests()
             with self._lock:
                 self.spool.serve(self)
@@ -454,6 +461,32 @@ class Director:
 
         with self._lock:
             return reports.export_csv(self.state, what)
+
+    def health(self) -> dict[str, Any]:
+        """For a container's healthcheck (``GET /health`` on the console's
+        server): ``ok`` when the loop came round within LOOP_STALE_S and every
+        arena of its referee is connected to the broker; ``reason`` says what
+        is wrong otherwise. Nothing secret; never waits for the loop (its
+        lock), so a stuck loop is reported, not joined."""
+        since = time.monotonic() - self.ticked
+        arenas_up = getattr(self.referee, "arenas_up", None)
+        arenas: dict[str, bool] = arenas_up() if arenas_up is not None else {}
+        wrong = []
+        if self.stop.is_set():
+            wrong.append("the director is stopping")
+        elif since > LOOP_STALE_S:
+            wrong.append(f"the director's loop has not come round for {since:.0f} s")
+        down = [a or "(default)" for a, up in arenas.items() if not up]
+        if down:
+            wrong.append(f"not connected to the broker: {', '.join(down)}")
+        body: dict[str, Any] = {
+            "ok": not wrong,
+            "loop_s": round(since, 1),
+            "arenas": {a or "(default)": "up" if up else "down" for a, up in arenas.items()},
+        }
+        if wrong:
+            body["reason"] = "; ".join(wrong)
+        return body
 
     def _arena_view(self, arena: str) -> dict[str, Any]:
         t = Topics(arena)
