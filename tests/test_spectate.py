@@ -309,6 +309,42 @@ def test_a_page_opened_mid_game_gets_the_games_salvos_and_sinks_first() -> None:
     assert hub.attach() is None
 
 
+def test_a_seeded_history_comes_first_and_nothing_is_counted_twice() -> None:
+    """The director's hub, started mid-game, is given the game's salvos and
+    sinks so far (from the journal) before the broker's retained state: a
+    page gets each once, in the order published, whether it opened before or after."""
+    hub = Hub(clock=lambda: 1.0)
+    salvo = [f'{{"turn":{t},"player":"alice","shots":5,"hits":1}}' for t in (1, 2, 3, 4)]
+    sink = ("/a/players/bob/ships/boat/sunk", "true")
+    attached = hub.attach()
+    assert attached is not None
+    early, _ = attached
+    hub.message("/b/game/salvo", salvo[0].encode(), retained=True)  # another arena, heard already
+    hub.seed([("/a/game/salvo", salvo[0]), sink, ("/a/game/salvo", salvo[1]), ("/b/game/salvo", salvo[0])])
+    # Then the broker's retained state: the last salvo and the sink again; then the game goes on.
+    hub.message("/a/game/salvo", salvo[1].encode(), retained=True)
+    hub.message(sink[0], sink[1].encode(), retained=True)
+    hub.message("/a/game/salvo", salvo[2].encode(), retained=True)
+    whole = [("/a/game/salvo", salvo[0]), sink, ("/a/game/salvo", salvo[1]), ("/a/game/salvo", salvo[2])]
+    attached = hub.attach()
+    assert attached is not None
+    assert [m for m in _payloads(attached[1]) if m[0].startswith("/a/")][:4] == whole
+    assert [m for m in _payloads(attached[1]) if m[0].startswith("/b/")][:1] == [("/b/game/salvo", salvo[0])]
+    sent = []
+    while not early.queue.empty():
+        event = early.queue.get_nowait()
+        assert event is not None
+        sent.append(event)
+    heard = [(t, p) for t, p in _payloads(sent) if t.startswith("/a/")]
+    assert heard[:3] == whole[:3]  # the seed, live, to the page already open
+    assert sorted(set(heard)) == sorted(whole)  # then the retained ones again (the page keeps each once)
+    hub.message("/a/game/salvo", salvo[3].encode(), retained=True)
+    hub.message("/a/game/state", b"lobby", retained=True)
+    attached = hub.attach()
+    assert attached is not None
+    assert [p for t, p in _payloads(attached[1]) if t == "/a/game/salvo"] == [salvo[3]]  # the retained one alone
+
+
 def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
     from starlette.applications import Starlette
     from starlette.testclient import TestClient

@@ -22,6 +22,8 @@ from salvo.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from salvo.mqtt import Broker
 
 _STATE: dict[str, Any] = {
@@ -250,7 +252,11 @@ def run(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: director.stop.set())
             if console is not None:
-                server = _start_console(director, target, *console)
+                # The projector counts a game in progress from its start: the
+                # journal has every salvo, the broker retains only the last.
+                from salvo.journaltools import heard_so_far
+
+                server = _start_console(director, target, *console, history=lambda: heard_so_far(store, prefixes))
 
         rows = night.hold(director, service, on_started=started)
     finally:
@@ -284,14 +290,23 @@ def _console_settings(
 
 
 def _start_console(
-    controls: Any, broker: Broker, host: str, port: int, password: str, cert: Path | None, key: Path | None
+    controls: Any,
+    broker: Broker,
+    host: str,
+    port: int,
+    password: str,
+    cert: Path | None,
+    key: Path | None,
+    *,
+    history: Callable[[], list[tuple[str, str]]] | None = None,
 ) -> Any:
     """The organiser console, with the projector and the replays on the same server."""
     from salvo.console import Console
     from salvo.spectate import Projector
 
+    projector = Projector(broker, history=history)
     server = Console(
-        controls, host, port, password, certfile=cert, keyfile=key, projector=Projector(broker), health=controls.health
+        controls, host, port, password, certfile=cert, keyfile=key, projector=projector, health=controls.health
     )
     server.start()
     click.echo(f"organiser console: {server.url}", err=True)
