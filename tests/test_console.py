@@ -329,6 +329,23 @@ def test_close_ends_open_streams_and_stops_within_two_seconds(fake: FakeDirector
         socket.create_connection(("127.0.0.1", console.port), timeout=2).close()
 
 
+def test_a_stream_ends_with_the_directors_last_word(fake: FakeDirector) -> None:
+    """The director's last change (its last game recorded) right before it
+    exits still reaches the page, then ``closing``: not the status of half a
+    second before, looking normal ("8 of 9 games played")."""
+    console = Console(fake, "127.0.0.1", 0, PASSWORD).start()
+    user = Browserless(console)
+    user.login()
+    events = Events(user.request("GET", "/api/events"))
+    assert events.next()[0] == "status"
+    with fake.lock:
+        fake.state["tournament"].update(games_played=28, games_left=0, done=True)
+    console.close()
+    kind, last = events.until(lambda e: e[0] == "status")
+    assert kind == "status" and last["tournament"]["done"] is True
+    assert events.until(lambda e: e[0] != "alive") == ("closing", {})
+
+
 def test_a_busy_port_is_a_clear_error(fake: FakeDirector) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]

@@ -34,7 +34,7 @@ log = logging.getLogger("salvo.console")
 COOKIE = "salvo_console"
 CSRF_HEADER = "x-csrf-token"
 POLL_S = 0.5  # how often a stream asks the director for its status
-HEARTBEAT_S = 15.0  # an SSE comment this often when nothing changes
+HEARTBEAT_S = 15.0  # an "alive" event this often when nothing changes (the page's watchdog counts on it)
 MAX_STREAMS = 32
 MAX_BODY = 16 * 1024
 BY = "console"  # who the audit says applied a control
@@ -244,8 +244,12 @@ def _sse(event: str, data: str) -> bytes:
 
 
 async def _stream(state: _State, session: Session) -> AsyncIterator[bytes]:
-    """The status whenever it changes (polled), a comment when nothing has
-    for a while; ``event: logout`` and the end when the session is gone."""
+    """The status whenever it changes (polled); ``event: alive`` (``{"every":
+    seconds}``) after the first status and whenever nothing has changed for
+    that long, so the page can tell a director that stopped answering from a
+    quiet one;
+    ``event: logout`` and the end when the session is gone; the last status
+    and ``event: closing`` when the server stops (the director exits)."""
     # Counted here, where nothing awaits between the check and the count: the
     # handler's check alone let simultaneous requests all through.
     if state.streams >= MAX_STREAMS:
@@ -253,24 +257,33 @@ async def _stream(state: _State, session: Session) -> AsyncIterator[bytes]:
         return
     state.streams += 1
     try:
+        alive = _sse("alive", _json({"every": state.heartbeat_s}))
         yield b"retry: 2000\n\n"
         last, quiet = "", 0.0
         while not state.stopping.is_set():
             if state.sessions.get(session.token) is None:
                 yield _sse("logout", "{}")
                 return
-            try:
-                now = _json(await run_in_threadpool(state.controls.status))
-            except Exception:  # the director's bug must not end the organiser's view
-                log.exception("console: the director's status failed")
-                now = last
+            now = await _status(state, last)
             if now != last:
-                yield _sse("status", now)
+                yield _sse("status", now) + (b"" if last else alive)  # the page learns the beat at once
                 last, quiet = now, 0.0
             elif quiet >= state.heartbeat_s:
-                yield b": keep-alive\n\n"
+                yield alive
                 quiet = 0.0
             await asyncio.sleep(state.poll_s)
             quiet += state.poll_s
+        # The director is done (its last game recorded, or stopped): the page
+        # gets its final word, not the one from half a second before.
+        now = await _status(state, last)
+        yield (_sse("status", now) if now != last else b"") + _sse("closing", "{}")
     finally:
         state.streams -= 1
+
+
+async def _status(state: _State, last: str) -> str:
+    try:
+        return _json(await run_in_threadpool(state.controls.status))
+    except Exception:  # the director's bug must not end the organiser's view
+        log.exception("console: the director's status failed")
+        return last
