@@ -11,7 +11,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from salvo.cli import ExitCode, main
+from salvo.localbroker import free_port, wait_listening
 from salvo.mqtt import Broker, new_client
 from salvo.spectate import Hub, SpectatorServer, subscriptions
 
@@ -472,6 +476,37 @@ def test_cli_stops_when_the_broker_refuses_its_credentials(broker: Mosquitto, mo
     result = CliRunner().invoke(main, args)
     assert result.exit_code == ExitCode.BROKER_REFUSED, result.output
     assert "refused" in result.output
+
+
+def test_spectate_stops_within_two_seconds_of_sigterm_with_streams_open(tmp_path: Path) -> None:
+    """`salvo spectate` is a container's PID 1 (`docker compose stop` sends
+    SIGTERM, and PID 1 gets no signal its handler does not take): it stops
+    cleanly within 2 s, its event streams open, even while it is still
+    waiting for its broker's first answer (here a port that takes the
+    connection and never says a word: a frozen broker)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = free_port()
+        broker = f"mqtt://127.0.0.1:{silent.getsockname()[1]}"
+        with (tmp_path / "spectate.log").open("w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "salvo", "spectate", "--port", str(port), "--broker", broker], stderr=log
+            )
+            try:
+                wait_listening([port], lambda: None if proc.poll() is None else "salvo spectate exited")
+                streams = [urllib.request.urlopen(f"http://127.0.0.1:{port}/events", timeout=10) for _ in range(3)]
+                assert all(s.readline() == b"retry: 2000\n" for s in streams)
+                sent = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(15)
+                took = time.monotonic() - sent
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    assert code == 0, (tmp_path / "spectate.log").read_text()  # its own handler, not the signal's default
+    assert took < 2, f"{took:.1f} s"
+    for stream in streams:
+        stream.read()  # ended, not cut (that raises IncompleteRead)
+        stream.close()
 
 
 def chromium(profile: Path, width: int, height: int) -> Any:

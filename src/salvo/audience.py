@@ -45,6 +45,7 @@ MAX_CLIENTS = 500
 MAX_RECORDS = 200  # finished games' records kept by id (each at most 64 kB)
 MAX_HISTORY = 3000  # salvo and sink events kept per arena (a 10-player game has about 1,000)
 MAX_ARENAS = 500  # arenas with a history
+STOP_WAIT_S = 0.5  # how long a stop waits for the broker client's thread
 _BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not authorized, bad auth method
 
 
@@ -385,10 +386,16 @@ class Feed:
         connect_async(self.client, self.broker)
         self.client.loop_start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_WAIT_S) -> None:
+        """Disconnect and stop paho's thread, waiting at most ``wait`` for it:
+        a connection attempt under way (a broker that drops packets) lasts
+        up to paho's connect timeout, and a stop must not (the thread is a
+        daemon: it ends with the process)."""
         self.stopping = True
         self.client.disconnect()
-        self.client.loop_stop()
+        stopper = threading.Thread(target=self.client.loop_stop, name="spectate-feed-stop", daemon=True)
+        stopper.start()
+        stopper.join(wait)
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:

@@ -151,10 +151,11 @@ class Projector:
             self.feed.start()
 
     def stop(self) -> None:
-        """Stop the broker client and end every stream."""
+        """End every stream, then stop the broker client (streams first:
+        the web server stops once they have ended, whatever the broker does)."""
+        self.hub.close()
         if self.feed:
             self.feed.stop()
-        self.hub.close()
 
     async def _record(self, request: Request) -> Response:
         query = request.query_params
