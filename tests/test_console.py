@@ -329,6 +329,23 @@ def test_close_ends_open_streams_and_stops_within_two_seconds(fake: FakeDirector
         socket.create_connection(("127.0.0.1", console.port), timeout=2).close()
 
 
+def test_a_stream_ends_with_the_directors_last_word(fake: FakeDirector) -> None:
+    """The director's last change (its last game recorded) right before it
+    exits still reaches the page, then ``closing``: not the status of half a
+    second before, looking normal ("8 of 9 games played")."""
+    console = Console(fake, "127.0.0.1", 0, PASSWORD).start()
+    user = Browserless(console)
+    user.login()
+    events = Events(user.request("GET", "/api/events"))
+    assert events.next()[0] == "status"
+    with fake.lock:
+        fake.state["tournament"].update(games_played=28, games_left=0, done=True)
+    console.close()
+    kind, last = events.until(lambda e: e[0] == "status")
+    assert kind == "status" and last["tournament"]["done"] is True
+    assert events.until(lambda e: e[0] != "alive") == ("closing", {})
+
+
 def test_a_busy_port_is_a_clear_error(fake: FakeDirector) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
@@ -359,6 +376,54 @@ def test_over_tls_the_console_answers_https_and_its_cookie_is_secure(tmp_path: P
         plain = Browserless(console)
         with pytest.raises((http.client.HTTPException, ConnectionError)):
             plain.request("GET", "/").read()
+
+
+def test_a_reissued_certificate_is_served_to_new_connections(tmp_path: Path, fake: FakeDirector) -> None:
+    """`salvo tls` again (here for another host) while the console runs: the
+    next connections get the new certificate, no restart; one open before
+    keeps its own."""
+    first = tls.issue(tmp_path / "tls")
+    verify = ssl.create_default_context(cafile=str(first.ca_cert))  # the CA stays: both verify
+    server = Console(fake, "127.0.0.1", 0, PASSWORD, first.server_cert, first.server_key)
+    server.cert_check_s = 0.05
+
+    def served() -> list[str]:
+        with (
+            socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+            verify.wrap_socket(raw, server_hostname="localhost") as conn,
+        ):
+            cert: dict[str, Any] = dict(conn.getpeercert() or {})
+            return [name for kind, name in cert["subjectAltName"] if kind == "DNS"]
+
+    with server:
+        assert "projector.venue" not in served()
+        before = Browserless(server, verify).connect()
+        before.request("GET", "/")
+        assert before.getresponse().read()
+        tls.issue(tmp_path / "tls", ["projector.venue"])
+        wait_until(lambda: "projector.venue" in served(), 10, "the new certificate on a new connection")
+        assert Browserless(server, verify).request("GET", "/").status == 200
+        before.request("GET", "/")  # the connection made before still works
+        assert before.getresponse().status == 200
+        before.close()
+
+
+def test_a_key_replaced_before_its_certificate_is_not_loaded_alone(tmp_path: Path) -> None:
+    """`salvo tls` writes the key, then the certificate: a look between the
+    two finds a pair that does not match and keeps serving the old one."""
+    from salvo.webserver import CertificateWatch
+
+    live, other = tls.issue(tmp_path / "live"), tls.issue(tmp_path / "other")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(live.server_cert, live.server_key)
+    watch = CertificateWatch(context, live.server_cert, live.server_key, "the console")
+    assert not watch.check()  # nothing changed
+    for new, old in ((other.server_key, live.server_key), (other.server_cert, live.server_cert)):
+        (tmp_path / "copy").write_bytes(new.read_bytes())
+        os.replace(tmp_path / "copy", old)
+        if old == live.server_key:
+            assert not watch.check() and watch.loaded == 0  # a key without its certificate
+    assert watch.check() and watch.loaded == 1
 
 
 def test_status_is_read_off_the_event_loop(fake: FakeDirector) -> None:
@@ -455,6 +520,62 @@ def test_the_console_of_a_real_tournament_run(new_broker: BrokerFactory, tmp_pat
     assert director.returncode == 0, "".join(lines[-40:])
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def _health(port: int) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/health")  # no login
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
+
+
+def test_health_says_whether_the_directors_loop_and_arenas_are_up(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """`GET /health` for a container's healthcheck: 200 while the loop comes
+    round and both arenas are connected; 503, saying why, once the broker is
+    gone; 200 again when it is back."""
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    for n in ("ada", "bletchley"):
+        add_team(registry, mosq.passwd, n)
+    mosq.start()
+    cmd = [
+        *(sys.executable, "-m", "salvo", "tournament", "run", "--console", "127.0.0.1:0"),
+        *("--broker", mosq.url("referee"), "--teams", str(registry), "--arenas", "2"),
+        *("--state", str(tmp_path / "tournament.json"), "--referee-state", str(tmp_path / "referee.db")),
+        *("--key-file", str(tmp_path / "referee.key")),
+    ]
+    env = {**os.environ, "SALVO_CONSOLE_PASSWORD": PASSWORD}
+    director = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    stderr = director.stderr
+    assert stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("organiser console: " in line for line in lines), 30, "the console's address")
+        url = next(line for line in lines if "organiser console: " in line).split(": ", 1)[1].strip()
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        code, body = _health(port)
+        assert code == 200 and body["ok"] is True, body
+        assert body["arenas"] == {"arena1": "up", "arena2": "up"} and body["loop_s"] < 10
+        mosq.stop()
+        wait_until(lambda: _health(port)[0] == 503, 15, "an unhealthy answer without the broker")
+        code, body = _health(port)
+        assert body["ok"] is False and "not connected to the broker: arena1, arena2" in body["reason"], body
+        assert set(body) == {"ok", "loop_s", "arenas", "reason"}  # nothing more (no team, no secret)
+        mosq.start()
+        wait_until(lambda: _health(port)[0] == 200, 30, "healthy again with the broker back")
+    finally:
+        director.send_signal(signal.SIGTERM)
+        try:
+            director.wait(30)
+        finally:
+            director.kill()
+            reader.join(5)
+    assert director.returncode == 0, "".join(lines[-40:])
 
 
 def _the_room_is_on_the_same_server(port: int, lines: list[str]) -> None:

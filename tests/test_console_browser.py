@@ -6,6 +6,7 @@ the page follows it live), see a refused control's error. The screenshot
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,44 @@ def test_the_organiser_logs_in_and_runs_the_night_from_the_console(
     _until(browser, "the login form again", lambda: _text(browser, "#login"))
     browser.get(console.url + "api/status")
     assert "login-required" in _text(browser, "body")
+
+
+def test_the_page_says_plainly_when_the_director_stops_answering(fake: FakeDirector, browser: Any) -> None:
+    """The director's loop stuck (its status never comes), then the director
+    gone: the page says so over its last status, dimmed, instead of a night
+    that looks normal; it is itself again as soon as the director answers,
+    and back at the login form when a new director is there."""
+    server = Console(fake, "127.0.0.1", 0, PASSWORD)
+    server.app.state.console.heartbeat_s = 0.2  # "alive" this often when nothing changes
+    port = server.start().port
+    release = threading.Event()
+    try:
+        browser.get(server.url)
+        _log_in(browser, PASSWORD)
+        _until(browser, "the live page", lambda: _text(browser, "#conn") == "live" and _text(browser, "#t-games"))
+        _until(
+            browser, "the heartbeat learnt", lambda: browser.execute_script("return window.salvoConsole.every()") == 0.2
+        )
+        assert _hidden(browser, "#offline")
+
+        answer = fake.status
+        fake.status = lambda: (release.wait(10), answer())[1]  # type: ignore[method-assign]
+        _until(browser, "the director not answering", lambda: not _hidden(browser, "#offline"), 5)
+        banner = _text(browser, "#offline")
+        assert "The director is not answering." in banner and "Nothing heard from it for" in banner
+        assert browser.execute_script("return document.body.classList.contains('stale')")
+        assert "8 of 28 games played" in _text(browser, "#t-games")  # its last status, still there
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SHOTS / "console-not-answering.png"))
+        release.set()
+        _until(browser, "the director answering again", lambda: _hidden(browser, "#offline"), 5)
+        assert not browser.execute_script("return document.body.classList.contains('stale')")
+
+        server.close()  # the director exits
+        _until(browser, "the director gone", lambda: "It has stopped" in _text(browser, "#offline"), 5)
+        assert not _hidden(browser, "#offline") and _text(browser, "#conn") == "not answering"
+        server = Console(fake, "127.0.0.1", port, PASSWORD).start()  # started again: a new session is needed
+        _until(browser, "the login form", lambda: _text(browser, "#login"), 10)
+    finally:
+        release.set()
+        server.close()

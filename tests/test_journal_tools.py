@@ -15,7 +15,7 @@ from nacl.public import PrivateKey
 
 from salvo.cli import ExitCode, main
 from salvo.engine import Abandon, CloseLobby, Phase
-from salvo.journaltools import GameSummary, JournalError, find_game, games, summarize
+from salvo.journaltools import GameSummary, JournalError, find_game, games, heard_so_far, summarize
 from salvo.referee import make_arenas
 from salvo.store import Store
 from test_store import CONFIG, RecordingDriver, recording
@@ -193,3 +193,32 @@ def test_a_damaged_or_missing_state_file_is_one_clear_line(tmp_path: Path, comma
     missing = CliRunner().invoke(main, [*args, str(tmp_path / "none.db")])
     assert missing.exit_code == ExitCode.USAGE and "does not exist" in missing.output
     assert not (tmp_path / "none.db").exists()
+
+
+def test_the_salvos_and_sinks_heard_so_far_are_the_ones_published(tmp_path: Path) -> None:
+    """What a spectator that watched the game from its start heard of its
+    salvos and sinks (the broker retains the last salvo only), from the
+    journal alone: the very publishes, in order; none once the arena is
+    back in its lobby."""
+    store, _key, d = recording(tmp_path, "p", 9)
+    t = d.game.topics
+
+    def as_published() -> list[tuple[str, str]]:
+        since = max((i for i, p in enumerate(d.published) if p.topic == t.state and p.payload == "lobby"), default=0)
+        kept = [
+            p for p in d.published[since:] if p.topic == t.salvo or (p.topic.endswith("/sunk") and p.payload == "true")
+        ]
+        return [(p.topic, p.payload) for p in kept]
+
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    d.idle_turn()
+    shooter = d.cur
+    target = next(n for n in d.game.order if n != shooter)
+    d.wear_down(target, all_cells(d.fleets[target])[:6], shooter)  # the carrier (5 cells) sinks
+    mid = heard_so_far(store, ["p", "nowhere"])
+    assert mid == as_published() and len(mid) > 3
+    assert [x for x in mid if x[0].endswith("/sunk")] == [(t.sunk(target, "carrier"), "true")]
+    win(d)
+    assert heard_so_far(store, ["p"]) == as_published()
+    d.tick(101)  # the reset: the next game has heard nothing yet
+    assert heard_so_far(store, ["p"]) == []

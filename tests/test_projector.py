@@ -221,6 +221,34 @@ def test_the_projector_shows_the_room_a_game_its_replay_and_the_champion(
     projector.save_screenshot(str(DOCS_SHOTS / "projector-champion.png"))
 
 
+def test_the_champion_goes_when_the_tournament_topics_are_cleared(
+    serve: Callable[..., SpectatorServer], tournament: Recorder, prefix: str, projector: Any
+) -> None:
+    """Back to free play after the tournament: the organiser clears the
+    standings and the schedule (empty retained messages). The server forgets
+    them and the open page drops the champion and shows the arenas again."""
+    w, card = tournament, f'article[data-arena="{prefix}"]'
+    server = serve()
+    w.publish(f"/{prefix}/game/state", "over", retain=True)
+    w.publish(f"/{prefix}/players/list", '["alice","bob"]', retain=True)
+    w.publish("/tournament/schedule", json.dumps(SCHEDULE), retain=True)
+    w.publish("/tournament/standings", json.dumps({**STANDINGS, "done": True}), retain=True)
+    projector.get(server.url)
+    _until(projector, "the champion", lambda: _text(projector, "#champion [data-testid=champion-team]") == "alice")
+    assert _text(projector, "#round") == "Round 2"
+    for topic in ("/tournament/standings", "/tournament/schedule"):
+        w.publish(topic, "", retain=True)
+    _until(projector, "the champion gone", lambda: not projector.find_element("id", "champion").is_displayed())
+    _until(projector, "the standings gone", lambda: "No tournament running." in _text(projector, "#standings"))
+    assert _text(projector, "#round") == "" and projector.find_element("css selector", card).is_displayed()
+    assert not {"/tournament/standings", "/tournament/schedule"} & set(server.hub.snapshot())
+    w.publish(f"/{prefix}/game/state", "lobby", retain=True)  # free play: the arena's next game
+    _until(projector, "the arena's lobby", lambda: "Lobby:" in _text(projector, card))
+    projector.get(server.url)  # a page opened now never sees the tournament
+    _until(projector, "the arena, reloaded", lambda: "Lobby:" in _text(projector, card))
+    assert not projector.find_element("id", "champion").is_displayed() and _text(projector, "#round") == ""
+
+
 @pytest.fixture
 def fed() -> Iterator[Callable[[Hub], SpectatorServer]]:
     """``fed(hub)``: a spectator server without a broker, fed through ``hub``."""

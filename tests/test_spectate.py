@@ -11,7 +11,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from salvo.cli import ExitCode, main
+from salvo.localbroker import free_port, wait_listening
 from salvo.mqtt import Broker, new_client
 from salvo.spectate import Hub, SpectatorServer, subscriptions
 
@@ -309,6 +313,42 @@ def test_a_page_opened_mid_game_gets_the_games_salvos_and_sinks_first() -> None:
     assert hub.attach() is None
 
 
+def test_a_seeded_history_comes_first_and_nothing_is_counted_twice() -> None:
+    """The director's hub, started mid-game, is given the game's salvos and
+    sinks so far (from the journal) before the broker's retained state: a
+    page gets each once, in the order published, whether it opened before or after."""
+    hub = Hub(clock=lambda: 1.0)
+    salvo = [f'{{"turn":{t},"player":"alice","shots":5,"hits":1}}' for t in (1, 2, 3, 4)]
+    sink = ("/a/players/bob/ships/boat/sunk", "true")
+    attached = hub.attach()
+    assert attached is not None
+    early, _ = attached
+    hub.message("/b/game/salvo", salvo[0].encode(), retained=True)  # another arena, heard already
+    hub.seed([("/a/game/salvo", salvo[0]), sink, ("/a/game/salvo", salvo[1]), ("/b/game/salvo", salvo[0])])
+    # Then the broker's retained state: the last salvo and the sink again; then the game goes on.
+    hub.message("/a/game/salvo", salvo[1].encode(), retained=True)
+    hub.message(sink[0], sink[1].encode(), retained=True)
+    hub.message("/a/game/salvo", salvo[2].encode(), retained=True)
+    whole = [("/a/game/salvo", salvo[0]), sink, ("/a/game/salvo", salvo[1]), ("/a/game/salvo", salvo[2])]
+    attached = hub.attach()
+    assert attached is not None
+    assert [m for m in _payloads(attached[1]) if m[0].startswith("/a/")][:4] == whole
+    assert [m for m in _payloads(attached[1]) if m[0].startswith("/b/")][:1] == [("/b/game/salvo", salvo[0])]
+    sent = []
+    while not early.queue.empty():
+        event = early.queue.get_nowait()
+        assert event is not None
+        sent.append(event)
+    heard = [(t, p) for t, p in _payloads(sent) if t.startswith("/a/")]
+    assert heard[:3] == whole[:3]  # the seed, live, to the page already open
+    assert sorted(set(heard)) == sorted(whole)  # then the retained ones again (the page keeps each once)
+    hub.message("/a/game/salvo", salvo[3].encode(), retained=True)
+    hub.message("/a/game/state", b"lobby", retained=True)
+    attached = hub.attach()
+    assert attached is not None
+    assert [p for t, p in _payloads(attached[1]) if t == "/a/game/salvo"] == [salvo[3]]  # the retained one alone
+
+
 def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
@@ -436,6 +476,37 @@ def test_cli_stops_when_the_broker_refuses_its_credentials(broker: Mosquitto, mo
     result = CliRunner().invoke(main, args)
     assert result.exit_code == ExitCode.BROKER_REFUSED, result.output
     assert "refused" in result.output
+
+
+def test_spectate_stops_within_two_seconds_of_sigterm_with_streams_open(tmp_path: Path) -> None:
+    """`salvo spectate` is a container's PID 1 (`docker compose stop` sends
+    SIGTERM, and PID 1 gets no signal its handler does not take): it stops
+    cleanly within 2 s, its event streams open, even while it is still
+    waiting for its broker's first answer (here a port that takes the
+    connection and never says a word: a frozen broker)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = free_port()
+        broker = f"mqtt://127.0.0.1:{silent.getsockname()[1]}"
+        with (tmp_path / "spectate.log").open("w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "salvo", "spectate", "--port", str(port), "--broker", broker], stderr=log
+            )
+            try:
+                wait_listening([port], lambda: None if proc.poll() is None else "salvo spectate exited")
+                streams = [urllib.request.urlopen(f"http://127.0.0.1:{port}/events", timeout=10) for _ in range(3)]
+                assert all(s.readline() == b"retry: 2000\n" for s in streams)
+                sent = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(15)
+                took = time.monotonic() - sent
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    assert code == 0, (tmp_path / "spectate.log").read_text()  # its own handler, not the signal's default
+    assert took < 2, f"{took:.1f} s"
+    for stream in streams:
+        stream.read()  # ended, not cut (that raises IncompleteRead)
+        stream.close()
 
 
 def chromium(profile: Path, width: int, height: int) -> Any:

@@ -6,6 +6,7 @@ applied twice across a restart."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,67 @@ def test_a_late_team_never_makes_a_table_bigger_than_the_table_size() -> None:
     small.draw()
     small.admit_late("late")
     assert max(len(f.teams) for f in small.fixtures) == 4 and any("late" in f.teams for f in small.fixtures)
+
+
+def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
+    """Paused, no next game replaces a finished game's assignments: they are
+    emptied all the same, so no team reads a game that is over as its next."""
+    from salvo import payloads
+    from salvo.topics import Topics, TournamentTopics
+    from salvo.watch import Recorder
+
+    a, b = f"{prefix}-a", f"{prefix}-b"  # the assignment topics are the session broker's, not the arena's
+    state = State("round-robin", 1, [a, b])
+    state.draw()
+    state.paused = True
+    state.live[prefix] = Live(0, prefix, 0.0, game_id="g1")
+    d = director(broker, tmp_path, state, prefix)
+    heard = [TournamentTopics.assignments(), TournamentTopics.standings]
+    teams = Recorder(Broker.from_url(broker.url("referee")), heard, label="teams")
+    loop = threading.Thread(target=d.run, daemon=True)
+    try:
+        for team in (a, b):
+            d.tell(team, {"id": "0-0", "round": 1, "arena": prefix, "opponents": [b if team == a else a]})
+        loop.start()
+        # The game ends as the referee publishes it: the stats, then the state
+        # (the director records it once the stats are in).
+        t = Topics(prefix)
+        results = {t.game_id: "g1", t.players_list: json.dumps([a, b])}
+        results[t.stats_summary] = payloads.stats_summary(a, 9, 30, 17, 60.0, "victory")
+        results[t.stats_player(a)] = payloads.player_stats(1, 15, 17, 5, 2, None, None)
+        results[t.stats_player(b)] = payloads.player_stats(2, 15, 0, 2, 5, 9, "sunk")
+        results[t.state] = "over"
+        for topic, payload in results.items():
+            teams.publish(topic, payload, retain=True)
+
+        def recorded(m: Any) -> bool:  # this director's standings (others are retained on the session's broker)
+            body = json.loads(m.payload or b"{}") if m.topic == TournamentTopics.standings else {}
+            return body.get("games_played") == 1 and {r["team"] for r in body["table"]} == {a, b}
+
+        teams.wait(recorded, timeout=15, what="the result in the standings")
+        for team in (a, b):
+            told = teams.latest(TournamentTopics.assignment(team))
+            assert told is not None and told.payload == b"", f"{team} still told {told.payload if told else None!r}"
+        assert d.state.paused and not d.state.live
+    finally:
+        d.stop.set()
+        loop.join(10)
+        d.close()
+        for team in (a, b):
+            teams.publish(TournamentTopics.assignment(team), "", retain=True)
+        teams.close()
+
+
+def test_health_reports_a_stuck_loop(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
+    from salvo.tournament.director import LOOP_STALE_S
+
+    state = State("round-robin", 1, ["a", "b"])
+    d = director(broker, tmp_path, state, prefix)
+    try:
+        assert d.health()["ok"] is True and d.health()["arenas"] == {}  # (a referee without connections to ask)
+        d.ticked -= LOOP_STALE_S + 1  # the loop has not come round since
+        health = d.health()
+        assert health["ok"] is False and "loop has not come round for 11 s" in health["reason"], health
+    finally:
+        d.close()
+    assert "stopping" in d.health()["reason"]

@@ -175,3 +175,24 @@ def test_status_names_no_shooter_once_a_game_is_over() -> None:
     text = status_text({"tournament": tournament, "arenas": arenas, "standings": [], "late": [], "pending": []})
     assert "arena1       turn      ann vs bob, turn 5 (bob)" in text
     assert "arena2       over      cat vs dan, turn 37\n" in text and "None" not in text
+
+
+def test_the_rounds_total_grows_with_a_late_teams_games() -> None:
+    """Five teams play five rounds (one sits out each); a sixth admitted after
+    the draw plays one game a round from the last drawn round on: the night
+    now has nine, and the status and the export say so (not "round 9 of 5")."""
+    from salvo.cli.tournament_view import status_text
+    from salvo.tournament import reports
+
+    state = State("round-robin", 5, ["a", "b", "c", "d", "e"])
+    state.draw()
+    assert reports.status(state)["tournament"]["rounds"] == 5
+    state.admit_late("f")
+    assert max(f.round for f in state.fixtures) == 9
+    for i, f in enumerate(state.fixtures):  # every game but the late team's last one played
+        if f.round < 9:
+            state.results.append(GameResult(f.round, "x", list(f.teams), f.teams[0], {}, fixture=i))
+    status = reports.status(state)
+    assert (status["tournament"]["round"], status["tournament"]["rounds"]) == (9, 9)
+    assert "round 9 of 9" in status_text({**status, "arenas": []})
+    assert reports.export_json(state)["rounds"] == 9

@@ -5,21 +5,26 @@ arenas at once."""
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from salvo.bots import make_strategy
 from salvo.client import GameRecord
 from salvo.mqtt import Broker
 from salvo.ownership import TOURNAMENT, Lease
+from salvo.strategy import Strategy
 from salvo.teams import add_team
 from salvo.tournament import follow
-from salvo.watch import Msg, Recorder
+from salvo.view import Shot, View
+from salvo.watch import Msg, Recorder, wait_until
 
 from conftest import BrokerFactory
 
@@ -232,3 +237,105 @@ def test_last_nights_finished_game_needs_no_flag(new_broker: BrokerFactory, tmp_
             assert director.wait(30) == 0
     finally:
         old.close()
+
+
+class HeldAfter(Strategy):
+    """Plays like ``inner`` for ``salvos`` salvos, then holds its turn open until ``go``."""
+
+    def __init__(self, inner: Strategy, salvos: int, go: threading.Event) -> None:
+        super().__init__()
+        self.inner, self.left, self.go = inner, salvos, go
+
+    def place_fleet(self) -> Any:
+        return self.inner.place_fleet()
+
+    def choose(self, view: View, shots: int) -> list[Shot]:
+        if self.left <= 0:
+            self.go.wait(60)
+        self.left -= 1
+        return self.inner.choose(view, shots)
+
+
+def _counts(salvos: dict[int, dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Each player's (shots, hits) over the salvos, by turn."""
+    out: dict[str, tuple[int, int]] = {}
+    for s in salvos.values():
+        shots, hits = out.get(s["player"], (0, 0))
+        out[s["player"]] = (shots + s["shots"], hits + s["hits"])
+    return out
+
+
+def test_the_restarted_directors_projector_counts_the_whole_game(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """The director is restarted (SIGTERM, started again) after three salvos
+    each: its projector's stream (/events on the console's server) counts
+    every shot and hit of the game, as a page that watched it all did, not
+    the retained last salvo alone."""
+    names = ["ann", "bob"]
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    cards = {n: add_team(registry, mosq.passwd, n) for n in names}
+    mosq.start()
+    go = threading.Event()
+
+    def team(name: str) -> None:
+        card = cards[name]
+        broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, card.mqtt_password)
+        follow(broker, name, card.secret, lambda: HeldAfter(make_strategy("random", name), 3, go))
+
+    watch = Recorder(Broker.from_url(mosq.url("referee")), ["/arena1/game/salvo", "/arena1/game/turn"])
+    env = {**os.environ, "SALVO_CONSOLE_PASSWORD": "correct horse battery"}
+    console = ("--console", "127.0.0.1:0", "--arenas", "1", "--turn-timeout", "60")
+    cmd = director_cmd(mosq.url("referee"), tmp_path, registry, *console)
+    second: subprocess.Popen[str] | None = None
+    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for name in names:
+            threading.Thread(target=team, args=(name,), daemon=True).start()
+        # Six salvos, then the seventh turn is held open: the game is in progress.
+        watch.wait(lambda m: m.topic.endswith("/turn") and json.loads(m.payload or b"{}").get("turn") == 7, timeout=60)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(30) == 0
+        truth = _counts({(s := json.loads(m.payload))["turn"]: s for m in watch.messages if m.topic.endswith("/salvo")})
+        assert sum(shots for shots, _ in truth.values()) == 30  # six salvos of five
+
+        second = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+        assert second.stderr is not None
+        lines: list[str] = []
+        stderr = second.stderr
+        threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")), daemon=True).start()
+        wait_until(lambda: any("projector: " in line for line in lines), 30, "the projector's address")
+        url = next(line for line in lines if line.startswith("projector: ")).split()[1]
+        port = int(url.split(":")[2].split("/")[0])
+        room = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        room.request("GET", "/events")
+        stream = room.getresponse()
+        salvos: dict[int, dict[str, Any]] = {}
+        kind = ""
+        while True:  # up to the retained /game/turn the broker hands over after everything else
+            line = stream.readline().decode()
+            assert line, "the stream ended"
+            if line.startswith("event: "):
+                kind = line.split(": ", 1)[1].strip()
+            elif line.startswith("data: "):
+                data = json.loads(line.removeprefix("data: "))
+                if kind == "status" and data["reset"]:
+                    salvos.clear()  # (the page starts over: the server's broker connection is new)
+                elif kind == "" and data["topic"] == "/arena1/game/salvo" and data["payload"]:
+                    salvo = json.loads(data["payload"])
+                    salvos[salvo["turn"]] = salvo
+                elif kind == "" and data["topic"] == "/arena1/game/turn" and data["retained"]:
+                    break
+            elif line == "\n":
+                kind = ""
+        room.close()
+        assert _counts(salvos) == truth
+    finally:
+        go.set()
+        for director in (first, second):
+            if director is not None and director.poll() is None:
+                director.send_signal(signal.SIGTERM)
+                try:
+                    director.wait(30)
+                finally:
+                    director.kill()
+        watch.close()

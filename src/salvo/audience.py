@@ -4,6 +4,9 @@ One read-only paho client (:class:`Feed`) reads the public topics of every
 arena and the tournament's standings and schedule; the :class:`Hub` keeps the
 latest retained payload per topic, each arena's salvos and sinks of the game
 it is playing, the games' records by id, and every browser's bounded queue.
+The broker retains the last salvo only: a hub started mid-game knows the
+earlier ones only when its feed is given them (the director's, from its
+referee's journal: ``history``).
 The web routes that stream it (server-sent events) are :mod:`salvo.spectate`.
 
 A slow or dead browser cannot hold anything up: the MQTT thread only appends
@@ -22,7 +25,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +45,7 @@ MAX_CLIENTS = 500
 MAX_RECORDS = 200  # finished games' records kept by id (each at most 64 kB)
 MAX_HISTORY = 3000  # salvo and sink events kept per arena (a 10-player game has about 1,000)
 MAX_ARENAS = 500  # arenas with a history
+STOP_WAIT_S = 0.5  # how long a stop waits for the broker client's thread
 _BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not authorized, bad auth method
 
 
@@ -83,10 +87,32 @@ def _history_kind(rest: str) -> str | None:
     return None
 
 
+@dataclass
+class _Heard:
+    """An arena's salvos and sinks of the game it is playing, as live events,
+    each once (a retained one replayed by the broker may already be there,
+    from a seeded history)."""
+
+    events: list[bytes] = field(default_factory=list)
+    seen: set[bytes] = field(default_factory=set)
+
+    def add(self, event: bytes) -> bool:
+        if event in self.seen or len(self.events) >= MAX_HISTORY:
+            return False
+        self.events.append(event)
+        self.seen.add(event)
+        return True
+
+
 def sse(data: object, event: str | None = None) -> bytes:
     """One server-sent event. JSON has no raw line breaks, so one data line."""
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _live(topic: str, text: str) -> bytes:
+    """A message as the history keeps it: sent as live, whether or not it was retained."""
+    return sse({"topic": topic, "payload": text, "retained": False})
 
 
 def read_records(text: str) -> list[bytes]:
@@ -157,7 +183,7 @@ class Hub:
         self._size = 0
         self._clients: set[Client] = set()
         self._records: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()  # id -> record, summary
-        self._history: OrderedDict[str, list[bytes]] = OrderedDict()  # arena -> this game's salvos and sinks
+        self._history: OrderedDict[str, _Heard] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
         self._closed = False
 
@@ -171,7 +197,7 @@ class Hub:
             client = Client(queue.Queue(self.queue_size), wake)
             self._clients.add(client)
             start = self.status(reset=True)
-            history = [e for events in self._history.values() for e in events]
+            history = [e for heard in self._history.values() for e in heard.events]
             return client, [start, *history, *self._retained.values()]
 
     def status(self, *, reset: bool) -> bytes:
@@ -238,8 +264,31 @@ class Hub:
         with self._lock:
             if retained:
                 self._remember(topic, event if payload else None)
-            self._follow(topic, text, sse({"topic": topic, "payload": text, "retained": False}))
+            self._follow(topic, text, _live(topic, text))
             self._send(event)
+
+    def seed(self, heard: Iterable[tuple[str, str]]) -> None:
+        """``heard``: the salvos and sinks (topic, payload, in the order
+        published) of the games in progress up to now, as this hub could not
+        hear them (it was not running: only the last salvo is retained). They
+        go ahead of what it heard itself, each once, and to the streams open
+        now. Called before the broker's retained state comes (the feed's
+        subscription acknowledged), so that every page counts the whole game."""
+        with self._lock:
+            arenas: dict[str, list[bytes]] = {}
+            for topic, text in heard:
+                arenas.setdefault(_arena_topic(topic)[0], []).append(_live(topic, text))
+            for arena, events in arenas.items():
+                since = self._history.pop(arena, _Heard())
+                merged = _Heard()
+                for event in events:
+                    if merged.add(event) and event not in since.seen:
+                        self._send(event)
+                for event in since.events:
+                    merged.add(event)
+                self._history[arena] = merged
+            while len(self._history) > MAX_ARENAS:
+                self._history.popitem(last=False)
 
     def connected(self) -> None:
         """The broker is back: browsers start over, the retained state follows."""
@@ -280,10 +329,9 @@ class Hub:
             return
         if kind == "sink" and text != "true":
             return
-        events = self._history.pop(arena, [])
-        self._history[arena] = events  # the newest arena last: the oldest goes first
-        if len(events) < MAX_HISTORY:
-            events.append(event)
+        heard = self._history.pop(arena, None) or _Heard()
+        self._history[arena] = heard  # the newest arena last: the oldest goes first
+        heard.add(event)
         while len(self._history) > MAX_ARENAS:
             self._history.popitem(last=False)
 
@@ -316,8 +364,12 @@ class Feed:
     paho reconnects by itself; every connection subscribes again, which
     replays the retained state."""
 
-    def __init__(self, hub: Hub, broker: Broker) -> None:
-        self.hub, self.broker = hub, broker
+    def __init__(
+        self, hub: Hub, broker: Broker, history: Callable[[], Iterable[tuple[str, str]]] | None = None
+    ) -> None:
+        """``history``: the salvos and sinks of the games in progress so far
+        (see :meth:`Hub.seed`), asked at every connection once subscribed."""
+        self.hub, self.broker, self.history = hub, broker, history
         self.settled = threading.Event()  # the first connection attempt was answered
         self.stopping = False
         self.refused: str | None = None  # the credentials were refused: retrying will not help
@@ -334,10 +386,16 @@ class Feed:
         connect_async(self.client, self.broker)
         self.client.loop_start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_WAIT_S) -> None:
+        """Disconnect and stop paho's thread, waiting at most ``wait`` for it:
+        a connection attempt under way (a broker that drops packets) lasts
+        up to paho's connect timeout, and a stop must not (the thread is a
+        daemon: it ends with the process)."""
         self.stopping = True
         self.client.disconnect()
-        self.client.loop_stop()
+        stopper = threading.Thread(target=self.client.loop_stop, name="spectate-feed-stop", daemon=True)
+        stopper.start()
+        stopper.join(wait)
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
@@ -372,6 +430,16 @@ class Feed:
         refused = [f for f, rc in zip(subscriptions(), codes, strict=False) if rc.is_failure]
         if refused:
             log.warning("the broker refused the subscriptions %s", ", ".join(refused))
+        if self.history is not None:
+            # Here, before the retained state (paho's thread reads it next):
+            # what was published before the subscription is all in the
+            # history, what comes after arrives too, and is kept once.
+            try:
+                heard = list(self.history())
+            except Exception:  # the projector goes on with what the broker retains
+                log.exception("the games' salvos so far could not be read")
+                return
+            self.hub.seed(heard)
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         # Over 3.1.1 live messages lose their retain flag: keep every message.

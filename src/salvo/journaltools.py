@@ -25,8 +25,9 @@ from typing import Any, TextIO
 
 from salvo.engine import Abandon, CloseLobby, Config, Event, Fire, Game, Phase, Rejected, Result, Tick
 from salvo.failures import Failure
+from salvo.payloads import TRUE
 from salvo.store import Store, config_from_json, config_to_json, event_from_json, event_to_json
-from salvo.topics import Topics
+from salvo.topics import Outbound, Topics
 
 
 class JournalError(Failure):
@@ -229,6 +230,37 @@ def find_game(store: Store, game_id: str) -> tuple[str, int] | None:
             if _fresh(arena, known, known[1], number).game_id == game_id:
                 return arena, number
     return None
+
+
+def heard_so_far(store: Store, arenas: Iterable[str]) -> list[tuple[str, str]]:
+    """The salvos and sinks of each arena's current game so far (topic,
+    payload), in the order the referee published them: its journaled
+    events played through the engine again give the very bytes. What a
+    spectator that watched the whole game heard of it; the broker retains
+    the last salvo only. A game back in its lobby has heard none; an arena
+    the journal does not know is skipped."""
+    heard: list[tuple[str, str]] = []
+    for arena in arenas:
+        known = store.arena(arena)
+        if known is None:
+            continue
+        game_no, events = store.current_game(arena)
+        game = _fresh(arena, known, store.config_before(arena, game_no) or known[1], game_no)
+        t = game.topics
+        mine: list[tuple[str, str]] = []
+        for event in events:
+            result = apply(game, event)
+            if isinstance(result, Rejected):
+                continue
+            for p in result.effects:
+                route = t.parse_outbound(p.topic)
+                kind = route.kind if route is not None else None
+                if kind is Outbound.STATE and p.payload == Phase.LOBBY.value:
+                    mine.clear()  # the journal's last game ended: the next one has heard nothing yet
+                elif kind is Outbound.SALVO or (kind is Outbound.SUNK and p.payload == TRUE):
+                    mine.append((p.topic, p.payload))
+        heard += mine
+    return heard
 
 
 # -- export -------------------------------------------------------------------------------

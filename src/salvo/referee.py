@@ -203,6 +203,11 @@ class Referee:
         if not any(runner.alive for runner in self.runners):
             self.loop.stop()
 
+    def arenas_up(self) -> dict[str, bool]:
+        """Each arena (by prefix): is it connected to the broker and serving
+        now? From any thread; it does not wait for the loop."""
+        return {r.arena.topics.prefix: r.is_up for r in self.runners}
+
     def wait_connected(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
         return all(r.connected.wait(max(0.0, end - time.monotonic())) for r in self.runners)

@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import queue
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from importlib.resources import files
 
 from starlette.applications import Starlette
@@ -106,14 +106,22 @@ class Projector:
     """The projector's routes over a hub, and the feed filling it from
     ``broker`` (None: whatever is fed into :attr:`hub` by hand, as in
     ``salvo replay`` and tests). ``records``: records to serve without a
-    broker; ``GET /record`` answers the last of them."""
+    broker; ``GET /record`` answers the last of them. ``history``: the
+    games' salvos and sinks so far, which the broker does not retain (the
+    director's, from its referee's journal; see :meth:`Hub.seed`)."""
 
-    def __init__(self, broker: Broker | None, hub: Hub | None = None, records: Sequence[bytes] = ()) -> None:
+    def __init__(
+        self,
+        broker: Broker | None,
+        hub: Hub | None = None,
+        records: Sequence[bytes] = (),
+        history: Callable[[], Iterable[tuple[str, str]]] | None = None,
+    ) -> None:
         self.hub = hub or Hub()
         self.own_record = records[-1] if records else None
         for record in records:
             self.hub.keep_record(record)
-        self.feed = Feed(self.hub, broker) if broker else None
+        self.feed = Feed(self.hub, broker, history) if broker else None
         self.heartbeat_s = HEARTBEAT_S
         self.max_streams = MAX_STREAMS
         self.streams: Counter[str] = Counter()  # open streams per address (touched on the event loop only)
@@ -143,10 +151,11 @@ class Projector:
             self.feed.start()
 
     def stop(self) -> None:
-        """Stop the broker client and end every stream."""
+        """End every stream, then stop the broker client (streams first:
+        the web server stops once they have ended, whatever the broker does)."""
+        self.hub.close()
         if self.feed:
             self.feed.stop()
-        self.hub.close()
 
     async def _record(self, request: Request) -> Response:
         query = request.query_params

@@ -1,5 +1,7 @@
 """A Starlette application served by uvicorn in a daemon thread with its own
-event loop, over TLS when given a certificate and its key.
+event loop, over TLS when given a certificate and its key. The certificate
+and key files are watched: re-issued (``salvo tls``), they are served to the
+next connections without a restart.
 
 One web server per process: the projector, the replays and (on the
 director) the organiser console are routes of the same application.
@@ -10,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
+import os
 import socket
 import ssl
 import threading
@@ -23,6 +27,8 @@ from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from salvo.failures import Failure
+
+log = logging.getLogger("salvo.web")
 
 START_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 3.0
@@ -43,6 +49,8 @@ REQUEST_HEAD_S = 10.0
 PER_ADDRESS = 64
 MAX_CONNECTIONS = 2000  # then uvicorn answers 503 (a backstop)
 OPEN_FILES = 8192  # the soft descriptor limit is raised to this (or the hard limit)
+# How often a TLS server looks at its certificate and key files (a stat each).
+CERT_CHECK_S = 2.0
 
 
 def loopback(address: str) -> bool:
@@ -98,6 +106,64 @@ def _raise_open_files() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
 
 
+def _live_ssl_context(config: uvicorn.Config) -> ssl.SSLContext | None:
+    """The SSLContext every TLS handshake of the server uses.
+
+    UVICORN INTERNALS, the only place salvo reaches into them for TLS:
+    ``Config.load()`` builds the context from ``ssl_certfile``/``ssl_keyfile``
+    into ``Config.ssl``, which ``Server.serve`` hands to the event loop's
+    ``create_server``; that attribute is not documented API. Loading a new
+    chain into this very object is what makes new handshakes use it."""
+    context = getattr(config, "ssl", None)
+    return context if isinstance(context, ssl.SSLContext) else None
+
+
+class CertificateWatch:
+    """The certificate and key files behind a live SSLContext: when either
+    file changes (inode, size or modification time: ``salvo tls`` replaces
+    them atomically, the key first), the pair is tried in a context of its
+    own and, only if it loads (a certificate and its own key), loaded into
+    the live one, so the next handshakes use it. Connections already open
+    keep theirs. A pair that does not load yet (the key replaced, the
+    certificate not yet) leaves the old one served and is tried again at
+    the next change."""
+
+    def __init__(self, context: ssl.SSLContext, certfile: Path, keyfile: Path, name: str) -> None:
+        self.context, self.certfile, self.keyfile, self.name = context, certfile, keyfile, name
+        self.seen = self._stat()
+        self.loaded = 0  # reloads so far
+
+    def _stat(self) -> tuple[tuple[int, int, int], ...] | None:
+        try:
+            return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, (self.certfile, self.keyfile)))
+        except OSError:  # one of them replaced this very moment, or gone: look again later
+            return None
+
+    def check(self) -> bool:
+        """Load the files into the live context if they changed and make a
+        pair; True when they were."""
+        now = self._stat()
+        if now is None or now == self.seen:
+            return False
+        self.seen = now
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(self.certfile, self.keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            log.warning(
+                "%s: the new certificate and key do not load yet (%s); still serving the old ones", self.name, exc
+            )
+            return False
+        try:
+            self.context.load_cert_chain(self.certfile, self.keyfile)
+        except (OSError, ssl.SSLError) as exc:  # replaced again between the two loads: the next look tries again
+            self.seen = None
+            log.warning("%s: the certificate changed while it was loaded (%s); trying again", self.name, exc)
+            return False
+        self.loaded += 1
+        log.info("%s: serving the new certificate %s to new connections", self.name, self.certfile)
+        return True
+
+
 class ServeError(Failure):
     """The web server cannot start as asked (a busy port, a bad certificate)."""
 
@@ -140,6 +206,13 @@ class WebServer:
         except (OSError, ssl.SSLError) as exc:
             raise error(f"{name}'s certificate or key cannot be used: {exc}") from exc
         self.server = uvicorn.Server(self.config)
+        context = _live_ssl_context(self.config)
+        self.certificates = (
+            CertificateWatch(context, Path(certfile), Path(keyfile), name)
+            if context is not None and certfile is not None and keyfile is not None
+            else None
+        )
+        self.cert_check_s = CERT_CHECK_S
         self._port = port
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -191,9 +264,28 @@ class WebServer:
     def _run(self) -> None:
         assert self._sock is not None
         try:
-            asyncio.run(self.server.serve(sockets=[self._sock]))
+            asyncio.run(self._serve(self._sock))
         except BaseException as exc:  # SystemExit from uvicorn included: the caller is told
             self._failed = exc
+
+    async def _serve(self, sock: socket.socket) -> None:
+        watch = asyncio.create_task(self._watch_certificates()) if self.certificates else None
+        try:
+            await self.server.serve(sockets=[sock])
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+    async def _watch_certificates(self) -> None:
+        """On the server's own loop, between handshakes (a context is not
+        changed under a handshake in another thread)."""
+        assert self.certificates is not None
+        while True:
+            await asyncio.sleep(self.cert_check_s)
+            try:
+                self.certificates.check()
+            except Exception:  # the old certificate is still served; never the end of the server
+                log.exception("%s: looking at the certificate files failed", self.name)
 
     def close(self) -> None:
         self.on_close()

@@ -189,15 +189,28 @@ def _spectator_server(host: str, port: int, broker: Broker | None, **kw: Any) ->
     return SpectatorServer((host, port), broker, **kw)  # a busy port: ServeError, a failure the CLI reports
 
 
+class _Terminated(Exception):
+    """SIGTERM, raised in the main thread wherever it is waiting (as Ctrl-C
+    raises KeyboardInterrupt): a stop is never held up by a wait for the
+    broker's first answer."""
+
+
+def _terminated(*_: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the first one stops it; more do not cut the stop short
+    raise _Terminated
+
+
 def _serve_until_stopped(server: SpectatorServer, ready: Callable[[], None]) -> None:
-    """Serve until SIGTERM or Ctrl-C; ``ready`` runs once serving (it may raise)."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server.start()
+    """Serve until SIGTERM or Ctrl-C; ``ready`` runs once serving (it may raise).
+    Under Docker this is PID 1, which the kernel sends no signal its handler
+    does not take: SIGTERM is handled, and stops it within about a second
+    whatever it was doing, open event streams and all."""
+    signal.signal(signal.SIGTERM, _terminated)
     try:
+        server.start()
         ready()
-        stop.wait()
-    except KeyboardInterrupt:
+        threading.Event().wait()  # until a signal
+    except (KeyboardInterrupt, _Terminated):
         pass
     finally:
         server.close()

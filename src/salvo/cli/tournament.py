@@ -26,6 +26,8 @@ from salvo.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from salvo.mqtt import Broker
 
 _STATE: dict[str, Any] = {
@@ -272,7 +274,11 @@ def run(
             nonlocal server, stopped
             stopped = stop_on_signals(director.stop.set)
             if console is not None:
-                server = _start_console(director, target, *console)
+                # The projector counts a game in progress from its start: the
+                # journal has every salvo, the broker retains only the last.
+                from salvo.journaltools import heard_so_far
+
+                server = _start_console(director, target, *console, history=lambda: heard_so_far(store, prefixes))
 
         rows = night.hold(director, service, on_started=started)
         if rows is not None:
@@ -314,13 +320,24 @@ def _console_settings(
 
 
 def _start_console(
-    controls: Any, broker: Broker, host: str, port: int, password: str, cert: Path | None, key: Path | None
+    controls: Any,
+    broker: Broker,
+    host: str,
+    port: int,
+    password: str,
+    cert: Path | None,
+    key: Path | None,
+    *,
+    history: Callable[[], list[tuple[str, str]]] | None = None,
 ) -> Any:
     """The organiser console, with the projector and the replays on the same server."""
     from salvo.console import Console
     from salvo.spectate import Projector
 
-    server = Console(controls, host, port, password, certfile=cert, keyfile=key, projector=Projector(broker))
+    projector = Projector(broker, history=history)
+    server = Console(
+        controls, host, port, password, certfile=cert, keyfile=key, projector=projector, health=controls.health
+    )
     server.start()
     click.echo(f"organiser console: {server.url}", err=True)
     click.echo(f"projector: {server.projector_url} (replays: {server.url}replay)", err=True)

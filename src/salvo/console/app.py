@@ -1,8 +1,8 @@
 """The console's web application (Starlette): the page, the login, the
 live status as server-sent events, the controls and the exports.
 
-Only ``/`` and ``/login`` answer without a session; everything else is a 401
-(JSON). A state-changing request needs the session cookie (HttpOnly,
+Only ``/``, ``/login`` and ``/health`` answer without a session; everything
+else is a 401 (JSON). A state-changing request needs the session cookie (HttpOnly,
 SameSite=Strict, Secure over TLS) *and* the session's CSRF token in the
 ``X-CSRF-Token`` header, which only the console page itself can read; a POST
 whose ``Origin`` is another site is refused outright.
@@ -34,7 +34,7 @@ log = logging.getLogger("salvo.console")
 COOKIE = "salvo_console"
 CSRF_HEADER = "x-csrf-token"
 POLL_S = 0.5  # how often a stream asks the director for its status
-HEARTBEAT_S = 15.0  # an SSE comment this often when nothing changes
+HEARTBEAT_S = 15.0  # an "alive" event this often when nothing changes (the page's watchdog counts on it)
 MAX_STREAMS = 32
 MAX_BODY = 16 * 1024
 BY = "console"  # who the audit says applied a control
@@ -122,11 +122,14 @@ def create_app(
     secure: bool,
     login_delay_s: float = 0.5,
     routes: Sequence[BaseRoute] = (),
+    health: Callable[[], dict[str, Any]] | None = None,
 ) -> Starlette:
     """The console for ``controls``; ``secure``: it is served over TLS (the
     cookie is then ``Secure``). ``login_delay_s``: how long a wrong password
     waits for its answer. ``routes``: public ones served beside it (the
-    projector's). Raises ConsoleError for a weak password."""
+    projector's). ``health``: what ``GET /health`` answers (no login; 200
+    when its ``ok`` is true, else 503), for a container's healthcheck.
+    Raises ConsoleError for a weak password."""
     state = _State(controls, password, secure, login_delay_s, room=bool(routes))
 
     async def index(request: Request) -> Response:
@@ -204,8 +207,18 @@ def create_app(
         headers = {**security_headers(), "Content-Disposition": f'attachment; filename="{name}"'}
         return Response(body, 200, headers, EXPORTS[name])
 
+    async def healthy(request: Request) -> Response:
+        assert health is not None
+        try:
+            body = health()  # cheap and lock-free: on the event loop, not behind a stuck status()
+        except Exception as exc:  # a bug is an unhealthy answer, not a 500
+            log.exception("console: the health check failed")
+            body = {"ok": False, "reason": f"the health check failed: {exc!r}"}
+        return JSONResponse(body, 200 if body.get("ok") else 503, security_headers())
+
     app = Starlette(
         routes=[
+            *([Route("/health", healthy, methods=["GET"])] if health is not None else []),
             Route("/", index, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", _csrf(state, logout), methods=["POST"]),
@@ -231,8 +244,12 @@ def _sse(event: str, data: str) -> bytes:
 
 
 async def _stream(state: _State, session: Session) -> AsyncIterator[bytes]:
-    """The status whenever it changes (polled), a comment when nothing has
-    for a while; ``event: logout`` and the end when the session is gone."""
+    """The status whenever it changes (polled); ``event: alive`` (``{"every":
+    seconds}``) after the first status and whenever nothing has changed for
+    that long, so the page can tell a director that stopped answering from a
+    quiet one;
+    ``event: logout`` and the end when the session is gone; the last status
+    and ``event: closing`` when the server stops (the director exits)."""
     # Counted here, where nothing awaits between the check and the count: the
     # handler's check alone let simultaneous requests all through.
     if state.streams >= MAX_STREAMS:
@@ -240,24 +257,33 @@ async def _stream(state: _State, session: Session) -> AsyncIterator[bytes]:
         return
     state.streams += 1
     try:
+        alive = _sse("alive", _json({"every": state.heartbeat_s}))
         yield b"retry: 2000\n\n"
         last, quiet = "", 0.0
         while not state.stopping.is_set():
             if state.sessions.get(session.token) is None:
                 yield _sse("logout", "{}")
                 return
-            try:
-                now = _json(await run_in_threadpool(state.controls.status))
-            except Exception:  # the director's bug must not end the organiser's view
-                log.exception("console: the director's status failed")
-                now = last
+            now = await _status(state, last)
             if now != last:
-                yield _sse("status", now)
+                yield _sse("status", now) + (b"" if last else alive)  # the page learns the beat at once
                 last, quiet = now, 0.0
             elif quiet >= state.heartbeat_s:
-                yield b": keep-alive\n\n"
+                yield alive
                 quiet = 0.0
             await asyncio.sleep(state.poll_s)
             quiet += state.poll_s
+        # The director is done (its last game recorded, or stopped): the page
+        # gets its final word, not the one from half a second before.
+        now = await _status(state, last)
+        yield (_sse("status", now) if now != last else b"") + _sse("closing", "{}")
     finally:
         state.streams -= 1
+
+
+async def _status(state: _State, last: str) -> str:
+    try:
+        return _json(await run_in_threadpool(state.controls.status))
+    except Exception:  # the director's bug must not end the organiser's view
+        log.exception("console: the director's status failed")
+        return last

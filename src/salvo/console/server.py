@@ -4,7 +4,9 @@ and the replays beside it when given a :class:`~salvo.spectate.Projector`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from salvo.console.app import create_app, stop_streams
 from salvo.console.auth import ConsoleError, check_password
@@ -29,11 +31,12 @@ class Console(WebServer):
         certfile: str | Path | None = None,
         keyfile: str | Path | None = None,
         projector: Projector | None = None,
+        health: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         check_password(password)
         self.projector = projector
         extra = projector.routes(page_at=(PROJECTOR_PATH,)) if projector else []
-        app = create_app(controls, password, secure=certfile is not None, routes=extra)
+        app = create_app(controls, password, secure=certfile is not None, routes=extra, health=health)
 
         def on_close() -> None:
             stop_streams(app)

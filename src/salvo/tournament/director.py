@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("salvo.tournament")
 
 REGISTRY_CHECK_S = 2.0
+#: The loop comes round at least twice a second; this long without, it is
+#: stuck (what /health reports).
+LOOP_STALE_S = 10.0
 
 
 class ArenaOps(Protocol):
@@ -77,6 +80,8 @@ class Director:
         #: the registry's teams now (late entries are the ones not in the state)
         self.registered = registered
         self.stop = threading.Event()
+        #: when the loop last came round (time.monotonic()), for /health
+        self.ticked = time.monotonic()
         self._lock = threading.RLock()
         self._requests: queue.Queue[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = queue.Queue()
         self._next_registry_check = 0.0
@@ -141,7 +146,7 @@ class Director:
             {
                 "format": self.state.format,
                 "table_size": self.state.table_size,
-                "rounds": self.state.rounds,
+                "rounds": self.state.total_rounds,
                 "games_played": sum(1 for r in self.state.results if r.counts),
                 "paused": self.state.paused,
                 "done": self.state.done,
@@ -173,12 +178,14 @@ class Director:
 
     def run(self) -> list[Row] | None:
         """Until the tournament is over (the final standings) or stopped (None)."""
+        self.ticked = time.monotonic()
         with self._lock:
             self.state.draw()
             self.save()
             self.publish_schedule()
             self.publish_standings()
         while not self.stop.is_set():
+            self.ticked = time.monotonic()
             self._serve_requests()
             with self._lock:
                 self.spool.serve(self)
@@ -339,12 +346,15 @@ class Director:
                 # Listed there until the referee's reset (the stats come before the state says over).
                 self._finishing[arena] = set(result.players)
         self.save()
-        if result.status != "played":
-            # Called off (no-show, abort, withdrawal): a team that has not come
-            # yet must not go and join a game that is not there any more.
-            for team in result.players:
-                if team not in self.state.withdrawn and team not in self.busy_teams():
-                    self.tell(team, "")
+        # Its teams have nothing to play now: their assignment topics go empty
+        # ("empty between games"), also while the tournament is paused and no
+        # next game replaces them. Called off (no-show, abort, withdrawal): a
+        # team that has not come yet must not go and join a game that is not
+        # there any more.
+        playing = {t for lv in self.state.live.values() for t in self.state.fixtures[lv.fixture].teams}
+        for team in result.players:
+            if team not in self.state.withdrawn and team not in playing:
+                self.tell(team, "")
         rows = self.publish_standings()
         self.publish_schedule()
         log.info(
@@ -451,6 +461,32 @@ class Director:
 
         with self._lock:
             return reports.export_csv(self.state, what)
+
+    def health(self) -> dict[str, Any]:
+        """For a container's healthcheck (``GET /health`` on the console's
+        server): ``ok`` when the loop came round within LOOP_STALE_S and every
+        arena of its referee is connected to the broker; ``reason`` says what
+        is wrong otherwise. Nothing secret; never waits for the loop (its
+        lock), so a stuck loop is reported, not joined."""
+        since = time.monotonic() - self.ticked
+        arenas_up = getattr(self.referee, "arenas_up", None)
+        arenas: dict[str, bool] = arenas_up() if arenas_up is not None else {}
+        wrong = []
+        if self.stop.is_set():
+            wrong.append("the director is stopping")
+        elif since > LOOP_STALE_S:
+            wrong.append(f"the director's loop has not come round for {since:.0f} s")
+        down = [a or "(default)" for a, up in arenas.items() if not up]
+        if down:
+            wrong.append(f"not connected to the broker: {', '.join(down)}")
+        body: dict[str, Any] = {
+            "ok": not wrong,
+            "loop_s": round(since, 1),
+            "arenas": {a or "(default)": "up" if up else "down" for a, up in arenas.items()},
+        }
+        if wrong:
+            body["reason"] = "; ".join(wrong)
+        return body
 
     def _arena_view(self, arena: str) -> dict[str, Any]:
         t = Topics(arena)

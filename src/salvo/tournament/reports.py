@@ -100,7 +100,7 @@ def export_json(state: State) -> dict[str, Any]:
     return {
         "format": state.format,
         "table_size": state.table_size,
-        "rounds": state.rounds,
+        "rounds": state.total_rounds,
         "done": state.done,
         "teams": teams(state),
         "games": games(state),
@@ -147,7 +147,7 @@ def status(state: State, arenas: list[dict[str, Any]] | None = None, running: bo
         "tournament": {
             "format": state.format,
             "table_size": state.table_size,
-            "rounds": state.rounds,
+            "rounds": state.total_rounds,
             "round": current,
             "games_total": counted + len(pending) + len(live_fixtures) + undrawn,
             "games_played": counted,

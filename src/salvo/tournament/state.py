@@ -167,6 +167,13 @@ class State:
             if len(self.fixtures[smallest].teams) < self.table_size:  # never above the table size
                 self.fixtures[smallest].teams.append(team)
 
+    @property
+    def total_rounds(self) -> int:
+        """The rounds the night has: the planned ones, or more once a late
+        team's games were scheduled after them (a round robin gives it one
+        game a round from the current one on: "round 9 of 5" otherwise)."""
+        return max([self.rounds, self.drawn, *(f.round for f in self.fixtures)])
+
     def finished(self) -> bool:
         """Every round drawn and every fixture recorded."""
         return self.drawn >= self.rounds and not self.live and not self.pending()

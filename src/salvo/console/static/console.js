@@ -276,15 +276,40 @@
     $("conn").className = "conn " + (cls || "");
   }
 
+  // Is the director answering? Its stream sends the status when anything
+  // changes and "alive" when nothing has for `every` seconds. A stream that
+  // ended, failed, or went silent for longer than that leaves its last
+  // status up, plainly marked as old (a banner, the page dimmed), never a
+  // frozen night that looks normal; the next status or "alive" clears it.
+  let every = 15, heard = Date.now(), stale = false, stopped = false;
+  function answering() {
+    heard = Date.now();
+    stopped = false;
+    if (stale) { stale = false; $("offline").hidden = true; document.body.classList.remove("stale"); }
+    setConn("live", "live");
+  }
+  function notAnswering(why) {
+    $("offline-why").textContent = why;
+    $("offline-since").textContent = clock(heard / 1000);
+    if (!stale) { stale = true; $("offline").hidden = false; document.body.classList.add("stale"); }
+    setConn("not answering", "lost");
+  }
+  window.salvoConsole.every = () => every;  // (for tests and the curious)
+
   function connect() {
     const events = new EventSource("/api/events");
-    events.addEventListener("open", () => setConn("live", "live"));
-    events.addEventListener("status", (e) => { status = JSON.parse(e.data); render(); });
+    events.addEventListener("status", (e) => { status = JSON.parse(e.data); render(); answering(); });
+    events.addEventListener("alive", (e) => { every = Number(JSON.parse(e.data).every) || every; answering(); });
+    events.addEventListener("closing", () => {
+      stopped = true;
+      notAnswering("It has stopped: the tournament is over, or it was stopped.");
+    });
     events.addEventListener("logout", () => { events.close(); location.reload(); });
     events.addEventListener("error", async () => {
-      if (events.readyState !== EventSource.CLOSED) { setConn("reconnecting…", "lost"); return; }
+      notAnswering(stopped ? "It has stopped: the tournament is over, or it was stopped."
+        : "Its connection to this page is gone.");
+      if (events.readyState !== EventSource.CLOSED) return;  // the browser tries again by itself
       // Refused (not merely cut): logged out, or the server restarted.
-      setConn("lost the server", "lost");
       try {
         const r = await fetch("/api/status", { credentials: "same-origin" });
         if (r.status === 401) { location.reload(); return; }
@@ -295,7 +320,11 @@
 
   setInterval(() => {
     for (const e of document.querySelectorAll(".since[data-since]")) e.textContent = ago(Number(e.dataset.since));
-  }, 1000);
+    const silent = Date.now() - heard;
+    if (!stale && silent > Math.max(1000, 2500 * every)) {
+      notAnswering(`Nothing heard from it for ${Math.round(silent / 1000)} s.`);
+    }
+  }, 250);
   render();
   connect();
 })();
