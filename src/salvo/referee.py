@@ -181,8 +181,9 @@ class Referee:
             write_health(self.health_file, self.health())
 
     def health(self) -> str:
-        """'ok' while every arena is connected to the broker, else which are not."""
-        away = [runner.name for runner in self.runners if not runner.connected.is_set()]
+        """'ok' while every arena is connected to the broker and serving,
+        else which are not (:meth:`arenas_up`)."""
+        away = [prefix or "(default)" for prefix, up in self.arenas_up().items() if not up]
         return f"no broker connection for {', '.join(away)}" if away else "ok"
 
     def _loop_failed(self, exc: Exception) -> None:
