@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -35,6 +34,15 @@ import paho.mqtt.client as paho
 from salvo import crypto, payloads, wire
 from salvo.errors import Code
 from salvo.mqtt import Broker, connect_async, new_client, read_qos
+from salvo.outcomes import (
+    GameAborted,
+    GameRecord,
+    JoinRefused,
+    LobbyClosed,
+    PlacementRefused,
+    SalvoError,
+    TurnToPlay,
+)
 from salvo.rules import SHIP_IDS, Placement
 from salvo.strategy import Strategy
 from salvo.topics import Inbound, Topics, name_error
@@ -48,7 +56,18 @@ from salvo.view import (
     Shot,
     View,
 )
-from salvo.wire import PlayerStats, StatsSummary
+
+# The SDK's exceptions and records (salvo.outcomes) are imported from here too.
+__all__ = [
+    "GameAborted",
+    "GameRecord",
+    "JoinRefused",
+    "LobbyClosed",
+    "PlacementRefused",
+    "SalvoClient",
+    "SalvoError",
+    "TurnToPlay",
+]
 
 #: Events kept for waiters; older ones are dropped (a bot may run all night).
 EVENT_LOG = 5000
@@ -76,62 +95,6 @@ def _key_pool() -> ThreadPoolExecutor:
 def _derive(name: str, secret: str) -> Future[bytes]:
     # One derivation per (name, secret) per process, however many clients.
     return _key_pool().submit(crypto.derive_team_key, name, secret)
-
-
-class SalvoError(Exception):
-    """The referee refused something: ``code`` (a :class:`~salvo.errors.Code`)
-    says what, for a program to branch on; the message is the reason."""
-
-    def __init__(self, reason: str, code: Code | None = None) -> None:
-        super().__init__(reason)
-        self.code = code
-
-
-class JoinRefused(SalvoError):
-    pass
-
-
-class PlacementRefused(SalvoError):
-    pass
-
-
-class LobbyClosed(SalvoError):
-    """The organiser sent everybody in the lobby away (a tournament game
-    whose opponent never came); no game was played."""
-
-
-class GameAborted(LobbyClosed):
-    """The organiser ended the game in progress without a result
-    (``game_aborted``); a tournament plays it again later."""
-
-
-@dataclass(frozen=True)
-class TurnToPlay:
-    turn: int
-    shots: int
-
-
-@dataclass(frozen=True)
-class GameRecord:
-    """One finished game, as this team saw it."""
-
-    game: int
-    winner: str | None
-    me: str
-    summary: StatsSummary | None
-    mine: PlayerStats | None
-
-    def line(self) -> str:
-        head = f"game {self.game}: winner {self.winner or 'nobody'}"
-        if self.summary:
-            head += f" after {self.summary.turns} turns"
-        if self.mine is None:
-            return head + f" | {self.me}: not in this game"
-        m = self.mine
-        return (
-            f"{head} | {self.me}: place {m.place}, {m.shots} shots, {m.hits} hits ({m.accuracy:.0%}), "
-            f"sank {m.ships_sunk}, lost {m.ships_lost}"
-        )
 
 
 class SalvoClient:
