@@ -2,7 +2,7 @@
 bot runs all evening on the venue network. It stops cleanly on SIGTERM and
 SIGINT, keeps one MQTT connection for the whole evening and retries the
 broker with back-off (down, restarted, refusing its login) instead of
-exiting."""
+exiting, and takes its play from --mode / SALVO_MODE."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from salvo import crypto
+from salvo.cli import main
 from salvo.client import GameRecord, SalvoClient
 from salvo.engine import Config
 from salvo.mqtt import Backoff, Broker
@@ -245,14 +247,18 @@ def test_a_refused_login_is_retried_until_the_organiser_fixes_it(
 def test_a_tournament_bot_plays_its_next_game_on_one_connection_across_a_broker_restart(
     new_broker: BrokerFactory, tmp_path: Path, bots: Callable[..., Bot]
 ) -> None:
-    """Game 1 in arena a1, the broker restarts, game 2 in arena a2: both on
-    the bot's one MQTT connection."""
+    """alice is chosen by SALVO_MODE=tournament, bob by --tournament (which
+    wins over --mode). Game 1 in arena a1, the broker restarts, game 2 in
+    arena a2: both on the process's one MQTT connection."""
     mosq = new_broker()
     mosq.start()
     ref = start_own_referee(mosq, ["a1", "a2"], tmp_path)
     try:
-        alice = bots("--name", "alice", "--secret", "alice-s", "--tournament", SALVO_BROKER=mosq.url("alice"))
-        bob = bots("--name", "bob", "--secret", "bob-s", "--tournament", "--seed", "2", SALVO_BROKER=mosq.url("bob"))
+        alice = bots("--name", "alice", "--secret", "alice-s", SALVO_MODE="tournament", SALVO_BROKER=mosq.url("alice"))
+        bob = bots(
+            "--name", "bob", "--secret", "bob-s", "--mode", "free-play", "--tournament", "--seed", "2",
+            SALVO_BROKER=mosq.url("bob"),
+        )  # fmt: skip
         _assign(mosq, {"id": "g1", "round": 1, "arena": "a1", "opponents": ["alice", "bob"]})
         for team in (alice, bob):
             team.wait_for(lambda lines: len(_summaries(lines)) == 1, what="game 1's summary")
@@ -299,3 +305,64 @@ def _strategy(seed: str) -> Any:
     from salvo.bots import make_strategy
 
     return make_strategy("random", seed)
+
+
+# -- 3. --mode, SALVO_MODE, SALVO_BOT_ARENA ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "plays"),
+    [
+        ([], {}, "free-play in ''"),
+        ([], {"SALVO_BOT_ARENA": "arena7"}, "free-play in 'arena7'"),
+        (["--prefix", "arena2"], {"SALVO_BOT_ARENA": "arena7"}, "free-play in 'arena2'"),
+        (["--mode", "free-play", "--prefix", "arena2"], {"SALVO_MODE": "tournament"}, "free-play in 'arena2'"),
+        ([], {"SALVO_MODE": "tournament", "SALVO_BOT_ARENA": "arena7"}, "tournament"),
+        (["--mode", "tournament"], {}, "tournament"),
+        (["--tournament", "--mode", "free-play"], {}, "tournament"),
+        (["--tournament"], {"SALVO_MODE": "free-play"}, "tournament"),
+    ],
+    ids=[
+        "default",
+        "SALVO_BOT_ARENA",
+        "--prefix-over-SALVO_BOT_ARENA",
+        "--mode-over-SALVO_MODE",
+        "SALVO_MODE",
+        "--mode",
+        "--tournament-over---mode",
+        "--tournament-over-SALVO_MODE",
+    ],
+)
+def test_the_mode_option_chooses_free_play_or_the_tournament(
+    args: list[str], env: dict[str, str], plays: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("SALVO_")]:
+        monkeypatch.delenv(name)
+    chosen: list[str] = []
+    record = GameRecord(0, "alice", "alice", None, None)
+
+    def free_play(client: SalvoClient, _strategy: Any, _games: int | None, on_game: Any) -> int:
+        chosen.append(f"free-play in {client.topics.prefix!r}")
+        on_game(record)
+        return 1
+
+    def tournament(*_a: Any, client: SalvoClient, on_game: Any, **_kw: Any) -> int:
+        chosen.append("tournament")
+        on_game(record)
+        on_game(record)
+        return 2
+
+    monkeypatch.setattr("salvo.bots.service.play_on", free_play)
+    monkeypatch.setattr("salvo.tournament.follow", tournament)
+    monkeypatch.setattr(SalvoClient, "start", lambda self: self)  # no broker here
+    before = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(main, ["bot", "--name", "alice", "--secret", "s", *args], env=env)
+    assert result.exit_code == 0, result.output
+    assert chosen == [plays]
+    assert signal.getsignal(signal.SIGTERM) == before  # the command's handlers go with it
+
+
+def test_an_unknown_mode_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SALVO_MODE", "league")
+    result = CliRunner().invoke(main, ["bot", "--name", "alice", "--secret", "s"])
+    assert result.exit_code == 2 and "'league' is not one of 'free-play', 'tournament'" in result.output

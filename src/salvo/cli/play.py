@@ -38,7 +38,16 @@ STOP_GRACE_S = 1.5
 @click.option(
     "--strategy", type=click.Choice(["random", "hunt-target", "density"]), default="density", show_default=True
 )
-@click.option("--prefix", default="", help="Arena prefix.")
+@click.option(
+    "--mode",
+    type=click.Choice(["free-play", "tournament"]),
+    default="free-play",
+    show_default=True,
+    envvar="SALVO_MODE",
+    help="free-play: play in the arena --prefix names, game after game; tournament: play wherever"
+    " /tournament/assignments/NAME says, until the tournament is done (as --tournament).",
+)
+@click.option("--prefix", default="", envvar="SALVO_BOT_ARENA", help="Arena prefix (free play).")
 @click.option("--games", type=click.IntRange(min=1), help="Stop after this many games (default: play on forever).")
 @click.option("--seed", type=int, help="Seed for the strategy's randomness.")
 @click.option("--plain", is_flag=True, help="Join with plain JSON instead of a request sealed to /game/pubkey.")
@@ -46,7 +55,8 @@ STOP_GRACE_S = 1.5
     "--tournament",
     "follow",
     is_flag=True,
-    help="Play wherever /tournament/assignments/NAME says, until the tournament is done.",
+    help="Play wherever /tournament/assignments/NAME says, until the tournament is done (--mode tournament;"
+    " wins over --mode).",
 )
 @log_level_option
 def bot(
@@ -56,6 +66,7 @@ def bot(
     name: str,
     secret: str,
     strategy: str,
+    mode: str,
     prefix: str,
     games: int | None,
     seed: int | None,
@@ -66,8 +77,9 @@ def bot(
     """Play as one team with a built-in strategy.
 
     Joins, places a fleet, plays every turn, and after each reset joins the
-    next game. Prints one summary line per game. With --tournament it plays
-    in the arena the tournament assigns, game after game, until it is done.
+    next game. Prints one summary line per game. With --mode tournament (or
+    --tournament) it plays in the arena the tournament assigns, game after
+    game, until it is done.
 
     One MQTT connection serves the whole evening: a broker that cannot be
     reached, drops the connection or refuses the login is retried with
@@ -79,7 +91,7 @@ def bot(
     from salvo.client import GameRecord, JoinRefused, PlacementRefused, SalvoClient
 
     setup_logging(log_level)
-    tournament = follow
+    tournament = follow or mode == "tournament"
     # A team's broker login is its name (salvo teams add): a password alone means that one.
     target = parse_broker(broker, username or (name if password else None), password)
     try:
