@@ -213,7 +213,7 @@ def test_a_bot_started_before_the_broker_plays_once_it_comes_up(
         records: list[list[GameRecord]] = []
         opponent = threading.Thread(target=lambda: records.append(bob.play(_strategy("bob"))), daemon=True)
         opponent.start()
-        alice.wait_line(lambda x: x.startswith("game ") and "winner" in x, what="the game's summary")
+        alice.wait_line(lambda x: x.startswith("game 1: winner "), what="game 1's summary")
         assert alice.finish(30) == 0, alice.output
         opponent.join(30)
         assert records and records[0][0].winner in ("alice", "bob")
@@ -261,13 +261,13 @@ def test_a_tournament_bot_plays_its_next_game_on_one_connection_across_a_broker_
         )  # fmt: skip
         _assign(mosq, {"id": "g1", "round": 1, "arena": "a1", "opponents": ["alice", "bob"]})
         for team in (alice, bob):
-            team.wait_for(lambda lines: len(_summaries(lines)) == 1, what="game 1's summary")
+            team.wait_line(lambda x: x.startswith("game 1: winner "), what="game 1's summary")
 
         mosq.restart()  # every connection drops; the retained assignments survive
         alice.wait_line(lambda x: "lost the connection to the broker" in x and "retrying in" in x, what="a retry")
         _assign(mosq, {"id": "g2", "round": 2, "arena": "a2", "opponents": ["alice", "bob"]})
         for team in (alice, bob):
-            team.wait_for(lambda lines: len(_summaries(lines)) == 2, what="game 2's summary")
+            team.wait_line(lambda x: x.startswith("game 2: winner "), what="game 2's summary")
         _assign(mosq, {"done": True})
         for team in (alice, bob):
             assert team.finish(30) == 0, team.output
@@ -278,11 +278,6 @@ def test_a_tournament_bot_plays_its_next_game_on_one_connection_across_a_broker_
     for name in ("alice", "bob"):
         ids = client_ids(mosq.log(), name)
         assert len(ids) == 2 and len(set(ids)) == 1, ids
-
-
-def _summaries(lines: list[str]) -> list[str]:
-    """The bot's summary lines, one per game."""
-    return [x for x in lines if x.startswith("game ") and "winner" in x]
 
 
 def _waits(lines: list[str]) -> list[float]:
@@ -307,7 +302,7 @@ def _strategy(seed: str) -> Any:
     return make_strategy("random", seed)
 
 
-# -- 3. --mode, SALVO_MODE, SALVO_BOT_ARENA ---------------------------------------------------
+# -- 3. --mode, SALVO_MODE, SALVO_BOT_ARENA; 4. games numbered from 1 -----------------------------
 
 
 @pytest.mark.parametrize(
@@ -339,7 +334,7 @@ def test_the_mode_option_chooses_free_play_or_the_tournament(
     for name in [k for k in os.environ if k.startswith("SALVO_")]:
         monkeypatch.delenv(name)
     chosen: list[str] = []
-    record = GameRecord(0, "alice", "alice", None, None)
+    record = GameRecord(0, "alice", "alice", None, None)  # an arena's first game is its game 0
 
     def free_play(client: SalvoClient, _strategy: Any, _games: int | None, on_game: Any) -> int:
         chosen.append(f"free-play in {client.topics.prefix!r}")
@@ -359,6 +354,9 @@ def test_the_mode_option_chooses_free_play_or_the_tournament(
     result = CliRunner().invoke(main, ["bot", "--name", "alice", "--secret", "s", *args], env=env)
     assert result.exit_code == 0, result.output
     assert chosen == [plays]
+    # The bot numbers its own games (the fakes played one, or two, each an arena's game 0).
+    games = [line.split(":")[0] for line in result.output.splitlines() if line.startswith("game ")]
+    assert games == (["game 1", "game 2"] if plays == "tournament" else ["game 1"])
     assert signal.getsignal(signal.SIGTERM) == before  # the command's handlers go with it
 
 

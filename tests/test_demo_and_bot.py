@@ -55,3 +55,4 @@ def test_bots_keep_playing_after_each_reset(broker: Mosquitto, start_referee: An
         games = [line for line in out.splitlines() if line.startswith("game ")]
         assert len(games) == 2, out
         assert all("place" in line for line in games)
+        assert [line.split(":")[0] for line in games] == ["game 1", "game 2"]  # the bot's own count

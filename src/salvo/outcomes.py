@@ -55,8 +55,10 @@ class GameRecord:
     summary: StatsSummary | None
     mine: PlayerStats | None
 
-    def line(self) -> str:
-        head = f"game {self.game}: winner {self.winner or 'nobody'}"
+    def line(self, number: int | None = None) -> str:
+        """One line: the game (``number``, or the arena's count of games
+        seen), the winner, and this team's figures."""
+        head = f"game {self.game if number is None else number}: winner {self.winner or 'nobody'}"
         if self.summary:
             head += f" after {self.summary.turns} turns"
         if self.mine is None:

@@ -98,9 +98,12 @@ def bot(
         client = SalvoClient(name, secret, target, prefix="" if tournament else prefix, sealed=not plain)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--name/--prefix") from None
+    played = 0
 
     def report(record: GameRecord) -> None:
-        click.echo(record.line())
+        nonlocal played
+        played += 1  # this bot's games, 1, 2, 3 ... (an arena counts its own)
+        click.echo(record.line(played))
 
     with _StopOnSignals(client) as stop:
         try:
