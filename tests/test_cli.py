@@ -265,16 +265,6 @@ def test_killed_referee_leaves_its_last_will(broker: Mosquitto, prefix: str, tmp
 
 
 @pytest.mark.mqtt
-def test_a_bot_whose_login_is_refused_exits_3(broker: Mosquitto, prefix: str) -> None:
-    result = CliRunner().invoke(
-        main,
-        ["bot", "--broker", f"mqtt://alice:wrong@127.0.0.1:{broker.port}", "--name", "alice", "--secret", "s"],
-    )
-    assert result.exit_code == ExitCode.BROKER_REFUSED, result.output
-    assert "refused 'alice'" in result.output
-
-
-@pytest.mark.mqtt
 def test_a_damaged_state_file_is_refused_naming_the_game_the_broker_shows(
     broker: Mosquitto, prefix: str, tmp_path: Path
 ) -> None:

@@ -35,29 +35,24 @@ def test_demo_plays_two_games_on_its_embedded_broker() -> None:
 
 
 def test_bots_keep_playing_after_each_reset(broker: Mosquitto, start_referee: Any, prefix: str) -> None:
+    """alice is told her arena by --prefix, bob by the environment a compose
+    file sets (SALVO_MODE=free-play, SALVO_BOT_ARENA)."""
     start_referee(turn_timeout=10, reset_after=0.5)
+    common = ["--games", "2", "--seed", "1"]
     procs = [
         salvo(
-            "bot",
-            "--name",
-            name,
-            "--secret",
-            f"{name}-s",
-            "--strategy",
-            strategy,
-            "--prefix",
-            prefix,
-            "--games",
-            "2",
-            "--seed",
-            "1",
-            SALVO_BROKER=broker.url(name),
-        )
-        for name, strategy in [("alice", "density"), ("bob", "hunt-target")]
-    ]
+            "bot", "--name", "alice", "--secret", "alice-s", "--strategy", "density", "--prefix", prefix, *common,
+            SALVO_BROKER=broker.url("alice"),
+        ),
+        salvo(
+            "bot", "--name", "bob", "--secret", "bob-s", "--strategy", "hunt-target", *common,
+            SALVO_BROKER=broker.url("bob"), SALVO_MODE="free-play", SALVO_BOT_ARENA=prefix,
+        ),
+    ]  # fmt: skip
     outs = [p.communicate(timeout=120)[0] for p in procs]
     for proc, out in zip(procs, outs, strict=True):
         assert proc.returncode == 0, out
         games = [line for line in out.splitlines() if line.startswith("game ")]
         assert len(games) == 2, out
         assert all("place" in line for line in games)
+        assert [line.split(":")[0] for line in games] == ["game 1", "game 2"]  # the bot's own count

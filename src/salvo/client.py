@@ -15,6 +15,11 @@ is everything this team knows (see :mod:`salvo.view`); :meth:`events` yields
 what happened as typed events. The MQTT username defaults to the team name,
 as the shipped ACL expects. The team key (argon2id, ~70 ms) is derived once,
 on a worker thread, as soon as the client is created.
+
+One client is one MQTT connection for as long as it lives: it reconnects
+after every outage with a capped, jittered back-off (:class:`salvo.mqtt.Backoff`,
+one log line per retry), and :meth:`SalvoClient.enter` moves it to another
+arena without a new connection (a tournament's games, game after game).
 """
 
 from __future__ import annotations
@@ -22,19 +27,28 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
 
 from salvo import crypto, payloads, wire
 from salvo.errors import Code
-from salvo.mqtt import Broker, connect_async, new_client, read_qos
+from salvo.mqtt import Backoff, Broker, connect_async, new_client, read_qos
+from salvo.outcomes import (
+    GameAborted,
+    GameRecord,
+    JoinRefused,
+    LobbyClosed,
+    PlacementRefused,
+    SalvoError,
+    TurnToPlay,
+)
 from salvo.rules import SHIP_IDS, Placement
 from salvo.strategy import Strategy
 from salvo.topics import Inbound, Topics, name_error
@@ -48,7 +62,20 @@ from salvo.view import (
     Shot,
     View,
 )
-from salvo.wire import PlayerStats, StatsSummary
+
+# The SDK's exceptions and records (salvo.outcomes) are imported from here too.
+__all__ = [
+    "GameAborted",
+    "GameRecord",
+    "JoinRefused",
+    "LobbyClosed",
+    "PlacementRefused",
+    "SalvoClient",
+    "SalvoError",
+    "TurnToPlay",
+]
+
+log = logging.getLogger("salvo.client")
 
 #: Events kept for waiters; older ones are dropped (a bot may run all night).
 EVENT_LOG = 5000
@@ -63,6 +90,8 @@ APPROVAL_GRACE_S = 0.5
 BUSY_RETRY_S = 0.5
 #: A salvo still not resolved this long after it was sent goes out again (unchanged).
 SALVO_RESEND_S = 3.0
+#: close() waits this long at most for the broker to stop sending before the DISCONNECT.
+CLOSE_GRACE_S = 0.5
 
 
 @functools.cache
@@ -78,64 +107,8 @@ def _derive(name: str, secret: str) -> Future[bytes]:
     return _key_pool().submit(crypto.derive_team_key, name, secret)
 
 
-class SalvoError(Exception):
-    """The referee refused something: ``code`` (a :class:`~salvo.errors.Code`)
-    says what, for a program to branch on; the message is the reason."""
-
-    def __init__(self, reason: str, code: Code | None = None) -> None:
-        super().__init__(reason)
-        self.code = code
-
-
-class JoinRefused(SalvoError):
-    pass
-
-
-class PlacementRefused(SalvoError):
-    pass
-
-
-class LobbyClosed(SalvoError):
-    """The organiser sent everybody in the lobby away (a tournament game
-    whose opponent never came); no game was played."""
-
-
-class GameAborted(LobbyClosed):
-    """The organiser ended the game in progress without a result
-    (``game_aborted``); a tournament plays it again later."""
-
-
-@dataclass(frozen=True)
-class TurnToPlay:
-    turn: int
-    shots: int
-
-
-@dataclass(frozen=True)
-class GameRecord:
-    """One finished game, as this team saw it."""
-
-    game: int
-    winner: str | None
-    me: str
-    summary: StatsSummary | None
-    mine: PlayerStats | None
-
-    def line(self) -> str:
-        head = f"game {self.game}: winner {self.winner or 'nobody'}"
-        if self.summary:
-            head += f" after {self.summary.turns} turns"
-        if self.mine is None:
-            return head + f" | {self.me}: not in this game"
-        m = self.mine
-        return (
-            f"{head} | {self.me}: place {m.place}, {m.shots} shots, {m.hits} hits ({m.accuracy:.0%}), "
-            f"sank {m.ships_sunk}, lost {m.ships_lost}"
-        )
-
-
 class SalvoClient:
-    """One team's connection to a referee (one arena)."""
+    """One team's connection to a referee (one arena at a time: :meth:`enter`)."""
 
     def __init__(
         self,
@@ -149,6 +122,7 @@ class SalvoClient:
         sealed: bool = True,
         client_id: str | None = None,
         ca_file: str | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         if err := name_error(name):
             raise ValueError(err)
@@ -176,8 +150,12 @@ class SalvoClient:
         self._resender: threading.Thread | None = None
         self._connected = threading.Event()
         self._closed = False
+        self._closing = threading.Lock()  # one close() at a time does the disconnecting
         self._refused: str | None = None
+        #: topics outside the arena this client also reads: topic -> latest payload
+        self._extra: dict[str, bytes | None] = {}
         self._mqtt = new_client(self.broker, client_id or f"salvo-{name}-{os.urandom(4).hex()}")
+        self._mqtt.backoff = backoff or Backoff()
         self._mqtt.on_connect = self._on_connect
         self._mqtt.on_message = self._on_message
         self._mqtt.on_disconnect = lambda *_: self._connected.clear()
@@ -185,25 +163,59 @@ class SalvoClient:
     # -- connection ---------------------------------------------------------------
 
     def connect(self, timeout: float = 10.0) -> SalvoClient:
+        """Connect, waiting up to ``timeout`` for the broker: ConnectionError
+        if it cannot be reached by then, ConnectionRefusedError as soon as it
+        refuses the login. Once connected, outages are retried for good."""
         connect_async(self._mqtt, self.broker)
         self._mqtt.loop_start()
-        if not self._connected.wait(timeout):
+        with self._cond:
+            self._cond.wait_for(lambda: self._connected.is_set() or self._refused is not None, timeout)
+        if not self._connected.is_set():
             self._mqtt.loop_stop()
-            if self._refused:  # credentials or authorisation: retrying will not help
+            if self._refused:  # credentials or authorisation: the caller decides
                 raise ConnectionRefusedError(self._refused)
             raise ConnectionError(f"cannot reach the broker at {self.broker.url}")
+        self._start_resender()
+        return self
+
+    def start(self) -> SalvoClient:
+        """Start connecting and return at once: the client keeps trying,
+        with back-off, until it is connected and after every outage, until
+        :meth:`close`. A refused login is retried too (an organiser may fix
+        the password file meanwhile) and logged as a refusal. A service
+        (``salvo bot``) starts this way; waiting calls just wait meanwhile."""
+        connect_async(self._mqtt, self.broker)
+        self._mqtt.loop_start()
+        self._start_resender()
+        return self
+
+    def _start_resender(self) -> None:
         if self._resender is None:
             self._resender = threading.Thread(target=self._resend_unresolved, name="salvo-resend", daemon=True)
             self._resender.start()
-        return self
 
-    def close(self) -> None:
-        """Disconnect; anything waiting on this client raises ConnectionError."""
+    def close(self, grace: float = CLOSE_GRACE_S) -> None:
+        """Leave the broker; anything waiting on this client raises
+        ConnectionError. Safe from any thread, and more than once (a second
+        call waits for the first).
+
+        The broker is asked to stop sending first (unsubscribe, up to
+        ``grace`` seconds for its answer), so the DISCONNECT is the last
+        word: a socket closed with messages still unread goes out as a TCP
+        reset, and a broker that meets the reset first never reads the
+        DISCONNECT (it logs a broken pipe, and would publish a will)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._mqtt.disconnect()
-        self._mqtt.loop_stop()
+            filters = [*self._arena_filters(), *self._extra]
+        with self._closing:
+            if self._connected.is_set():
+                quiet = threading.Event()
+                self._mqtt.on_unsubscribe = lambda *_: quiet.set()
+                if self._mqtt.unsubscribe(filters)[0] == paho.MQTT_ERR_SUCCESS:
+                    quiet.wait(grace)
+            self._mqtt.disconnect()
+            self._mqtt.loop_stop()
 
     def __enter__(self) -> SalvoClient:
         return self.connect()
@@ -218,23 +230,73 @@ class SalvoClient:
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
         if rc.is_failure:
-            self._refused = f"broker refused {self.broker.username!r}: {rc}"
+            with self._cond:
+                self._refused = f"broker refused {self.broker.username!r}: {rc}"
+                self._cond.notify_all()
             return
         # Subscribing again after every (re)connect replays the retained state:
         # that is how a client resynchronises after a cut.
+        with self._cond:
+            self._refused = None
+            filters = [*self._arena_filters(), *self._extra]
+        client.subscribe([(f, read_qos(self._mqtt)) for f in filters])
+        arena = f" (arena {self.topics.prefix})" if self.topics.prefix else ""
+        log.info("%s: connected to the broker at %s%s", self.name, self.broker.url, arena)
+        with self._cond:
+            self._connected.set()
+            self._cond.notify_all()
+
+    def _arena_filters(self) -> list[str]:
+        """What this team reads of its arena."""
         if self._mqtt.mqtt5:
             # Only what the referee says: on an open broker a wildcard would
             # also bring every team's fire messages and anybody's flood.
-            filters = [*self.topics.public_filters, self.topics.private_filter(self.name)]
-        else:
-            # A broker that refused MQTT 5 (NATS) keeps order only within one
-            # subscription (the view needs the winner after 'over'): one filter.
-            filters = [self.topics.team_filter]
-        client.subscribe([(f, read_qos(self._mqtt)) for f in filters])
-        self._connected.set()
+            return [*self.topics.public_filters, self.topics.private_filter(self.name)]
+        # A broker that refused MQTT 5 (NATS) keeps order only within one
+        # subscription (the view needs the winner after 'over'): one filter.
+        return [self.topics.team_filter]
+
+    def also_read(self, topic: str) -> None:
+        """Read ``topic`` (outside the arena, e.g. the team's tournament
+        assignment) on this connection too, from now on and after every
+        reconnect; :meth:`latest` has its latest payload."""
+        with self._cond:
+            if topic in self._extra:
+                return
+            self._extra[topic] = None
+        self._mqtt.subscribe(topic, read_qos(self._mqtt))  # (not connected: _on_connect does it)
+
+    def latest(self, topic: str) -> bytes | None:
+        """The latest payload on a topic given to :meth:`also_read` (None: nothing yet)."""
+        with self._cond:
+            return self._extra.get(topic)
+
+    def enter(self, prefix: str) -> None:
+        """Play in arena ``prefix`` from now on, on the same connection:
+        this arena's view is forgotten and the new arena's topics are read
+        (their retained state arrives as after a reconnect)."""
+        topics = Topics(prefix)
+        with self._cond:
+            if topics.prefix == self.topics.prefix:
+                return
+            old = self._arena_filters()
+            self.topics = topics
+            self.view = View(self.name)
+            self._observer = Observer(self.view, topics)
+            self._fired = (-1, 0)
+            self._salvo = (-1, 0, [], 0.0)
+            new = self._arena_filters()
+            self._cond.notify_all()
+        # (Not connected: nothing to change; _on_connect subscribes to the new arena.)
+        self._mqtt.unsubscribe(old)
+        self._mqtt.subscribe([(f, read_qos(self._mqtt)) for f in new])
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         with self._cond:
+            if msg.topic in self._extra:
+                self._extra[msg.topic] = bytes(msg.payload)
+                self._cond.notify_all()
+                return
             event = self._observer.feed(msg.topic, bytes(msg.payload), retained=msg.retain)
             if event is not None:
                 self._events.append((event, not msg.retain))

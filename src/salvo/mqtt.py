@@ -13,6 +13,10 @@ MQTT 3.1.1 from the next attempt on, with the same session (:class:`Client`);
 
 TLS verifies the broker's certificate, against the system's CAs or, with
 ``ca_file`` (``salvo tls`` makes one for a venue), against that CA only.
+
+A client given a :class:`Backoff` waits between its attempts as that says
+(capped, jittered) and logs each retry on one line with its reason: a
+broker out of reach, a lost connection, or a refused login.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import re
 import socket
 import ssl
@@ -27,11 +32,11 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
@@ -153,6 +158,26 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+@dataclass
+class Backoff:
+    """The waits between connection attempts: ``first`` seconds, doubling up
+    to ``cap``, each jittered down to as little as half (clients that lost
+    the same broker do not all come back in the same instant). A connection
+    the broker accepted starts it from the beginning again."""
+
+    first: float = 1.0
+    cap: float = 30.0
+    _delay: float = field(default=0.0, repr=False)
+
+    def next(self) -> float:
+        """The next wait, in seconds."""
+        self._delay = min(max(self.first, self._delay * 2), self.cap)
+        return self._delay * random.uniform(0.5, 1.0)
+
+    def reset(self) -> None:
+        self._delay = 0.0
+
+
 #: The brokers (their endpoints) that refused MQTT 5 to a client of this process.
 _REFUSED_MQTT5: set[tuple[tuple[str, int], ...]] = set()
 
@@ -168,7 +193,11 @@ class Client(paho.Client):
       persistent if it was (``clean_session=False``).
 
     Whoever reads the protocol after connecting asks :attr:`mqtt5`, not the
-    Broker (which says what was asked for)."""
+    Broker (which says what was asked for).
+
+    With a :attr:`backoff`, the network thread of ``loop_start`` waits
+    between attempts as it says, logs every retry with its reason, and stops
+    waiting at once when the client is disconnected or its loop stopped."""
 
     def __init__(self, broker: Broker, client_id: str, *, manual_ack: bool, persistent: bool) -> None:
         # A broker that refused MQTT 5 to another client of this process is
@@ -191,6 +220,14 @@ class Client(paho.Client):
         self._user_on_disconnect: Any = None
         self._quiet_disconnect = False
         self.on_pre_connect = self._pick_endpoint
+        #: how long to wait between attempts (None: paho's own doubling, unlogged)
+        self.backoff: Backoff | None = None
+        self.login = broker.username
+        self._up = False  # the broker accepted the current connection
+        self._why = ""  # why the latest attempt failed or the connection ended
+        self._refused = False  # ... and it was the broker refusing the login
+        self._at_once = False  # the next attempt needs no wait (a protocol fall-back)
+        self._halt = threading.Event()  # disconnect() or loop_stop(): no more waiting
 
     @property
     def mqtt5(self) -> bool:
@@ -223,14 +260,67 @@ class Client(paho.Client):
     def _negotiate(self, client: paho.Client, userdata: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
         if self._fell_back(rc):
             self._quiet_disconnect = True  # the close that follows is no outage either
-        elif self._user_on_connect is not None:
+            return
+        if rc.is_failure:
+            self._why = f"the broker at {self._where()} refused the login {self.login or 'anonymous'!r}: {rc}"
+            self._refused = True
+        else:
+            self._up = True
+            if self.backoff is not None:
+                self.backoff.reset()
+        if self._user_on_connect is not None:
             self._user_on_connect(client, userdata, flags, rc, props)
 
     def _disconnected(self, client: paho.Client, userdata: Any, flags: Any, rc: ReasonCode, props: Any) -> None:
+        if self._up:
+            self._why = f"lost the connection to the broker at {self._where()} ({rc})"
+        elif not self._why:
+            self._why = f"the broker at {self._where()} closed the connection before accepting it ({rc})"
+        self._up = False
         if self._quiet_disconnect:
             self._quiet_disconnect = False
         elif self._user_on_disconnect is not None:
             self._user_on_disconnect(client, userdata, flags, rc, props)
+
+    def _where(self) -> str:
+        host, port = self.endpoint
+        return f"{_host(host)}:{port}"
+
+    def reconnect(self) -> MQTTErrorCode:
+        self._why, self._refused = "", False
+        try:
+            return super().reconnect()
+        except OSError as exc:
+            self._why = f"cannot reach the broker at {self._where()}: {exc.strerror or exc}"
+            raise
+
+    def disconnect(self, reasoncode: ReasonCode | None = None, properties: Properties | None = None) -> MQTTErrorCode:
+        self._halt.set()
+        return super().disconnect(reasoncode, properties)
+
+    def loop_start(self) -> MQTTErrorCode:
+        self._halt.clear()
+        return super().loop_start()
+
+    def loop_stop(self) -> MQTTErrorCode:
+        self._halt.set()
+        return super().loop_stop()
+
+    def _reconnect_wait(self) -> None:
+        # paho's network thread (loop_start) calls this before every attempt
+        # after a failed one and after a lost connection.
+        if self.backoff is None:
+            super()._reconnect_wait()
+            return
+        if self._at_once:  # the same broker again in another protocol: no outage
+            self._at_once = False
+            return
+        delay = self.backoff.next()
+        why = self._why or f"cannot reach the broker at {self._where()}"
+        # A refused login is the organiser's to fix (the password file, then
+        # SIGHUP); until then every retry says so.
+        log.log(logging.ERROR if self._refused else logging.WARNING, "%s; retrying in %.1f s", why, delay)
+        self._halt.wait(delay)
 
     def _fell_back(self, rc: ReasonCode) -> bool:
         """A refusal of MQTT 5: speak 3.1.1 from the next attempt on (paho
@@ -244,6 +334,7 @@ class Client(paho.Client):
         self._speak_311()
         self._same_again = True  # the same node again, in the protocol it speaks
         self._reconnect_delay = None  # after paho's shortest wait: it answered, it is no outage
+        self._at_once = True  # (or at once, with a back-off of ours)
         return True
 
     def next_session(self, *, clean: bool) -> None:

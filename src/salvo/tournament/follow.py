@@ -17,11 +17,14 @@ import functools
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from salvo.mqtt import Broker
 from salvo.topics import TournamentTopics
-from salvo.watch import Msg, Recorder
+
+if TYPE_CHECKING:
+    from salvo.client import SalvoClient
+    from salvo.view import View
 
 log = logging.getLogger("salvo.tournament")
 
@@ -35,22 +38,33 @@ def follow(
     on_game: Callable[[Any], None] | None = None,
     username: str | None = None,
     password: str | None = None,
+    client: SalvoClient | None = None,
 ) -> int:
-    """Play every game assigned to ``name``; the number of games played."""
+    """Play every game assigned to ``name``; the number of games played.
+
+    One connection does it all, the whole evening: it reads the assignment
+    and moves from arena to arena (:meth:`SalvoClient.enter`). ``client``
+    is that connection when the caller owns it (``salvo bot --tournament``:
+    started, possibly not yet connected; closing it ends this with
+    ConnectionError); otherwise one is made here and closed at the end."""
     from salvo.client import JoinRefused, LobbyClosed, SalvoClient
 
     topic = TournamentTopics.assignment(name)
-    rec = Recorder(broker, [topic], label=f"follow-{name}")
+    own = client is None
+    me = client or SalvoClient(name, secret, broker, username=username, password=password).connect()
+    me.also_read(topic)
     played: set[str] = set()
     told: str | None = None
     try:
         while True:
             # The latest assignment only: one replaced meanwhile (a game called
             # off and given again, the tournament over) is not played.
-            rec.wait_until(functools.partial(_latest_fresh, rec, topic, played, told), timeout=24 * 3600)
-            msg = rec.latest(topic)
-            assert msg is not None
-            job = json.loads(msg.payload)
+            me.wait_until(functools.partial(_latest_fresh, me, topic, played, told), timeout=None)
+            payload = me.latest(topic)
+            if not _fresh(payload, played, told):  # replaced again meanwhile
+                continue
+            assert payload is not None
+            job = json.loads(payload)
             if job.get("done"):
                 if job.get("refused") or job.get("withdrawn"):
                     log.warning("%s: %s", name, job.get("refused") or "withdrawn from the tournament")
@@ -59,20 +73,22 @@ def follow(
                 told = str(job["waiting"])
                 log.warning("%s: %s", name, told)
                 continue
-            played.add(_key(job))
-            client = SalvoClient(
-                name, secret, broker, prefix=job["arena"], username=username, password=password
-            ).connect()
+            key = _key(job)
+            played.add(key)
+            log.info("%s: round %s in arena %s", name, job["round"], job["arena"])
+            me.enter(job["arena"])
             try:
-                client.play(strategy_factory(), games=1, on_game=on_game)
+                me.play(strategy_factory(), games=1, on_game=on_game)
             except LobbyClosed as exc:  # a no-show, an abort: the organisers say what next
                 log.warning("%s: the game in %s was called off (%s); waiting for the next", name, job["arena"], exc)
             except JoinRefused as exc:  # e.g. came too late: the game was forfeited meanwhile
                 log.warning("%s: not admitted to %s: %s; waiting for the next", name, job["arena"], exc)
-            finally:
-                client.close()
+            except TimeoutError as exc:  # the referee (or the broker) did not answer in time: try again
+                log.warning("%s: no answer in %s (%s); trying again", name, job["arena"], exc)
+                played.discard(key)
     finally:
-        rec.close()
+        if own:
+            me.close()
 
 
 def _key(job: dict[str, Any]) -> str:
@@ -81,15 +97,15 @@ def _key(job: dict[str, Any]) -> str:
     return str(job.get("id") or f"{job.get('round')}@{job.get('arena')}")
 
 
-def _latest_fresh(rec: Recorder, topic: str, played: set[str], told: str | None) -> bool:
-    return _fresh(rec.latest(topic), played, told)
+def _latest_fresh(me: SalvoClient, topic: str, played: set[str], told: str | None, _view: View) -> bool:
+    return _fresh(me.latest(topic), played, told)
 
 
-def _fresh(msg: Msg | None, played: set[str], told: str | None) -> bool:
-    if msg is None:
+def _fresh(payload: bytes | None, played: set[str], told: str | None) -> bool:
+    if not payload:
         return False
     try:
-        job = json.loads(msg.payload)
+        job = json.loads(payload)
     except ValueError:
         return False
     if not isinstance(job, dict):
