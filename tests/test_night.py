@@ -128,7 +128,7 @@ def test_free_play_clears_a_finished_tournaments_display(night_broker: Mosquitto
     env = _env(night_broker, tmp_path / "data")
     watch = Recorder(Broker.from_url(night_broker.url("referee")), ["/tournament/#", "/arena1/game/server"])
     try:
-        watch.publish("/tournament/standings", '{"done": true, "rows": []}', retain=True)
+        watch.publish("/tournament/standings", '{"done": true, "table": []}', retain=True)
         watch.publish("/tournament/assignments/ada", '{"done": true}', retain=True)
         proc = _night(env, "run")
         try:
@@ -140,12 +140,12 @@ def test_free_play_clears_a_finished_tournaments_display(night_broker: Mosquitto
             proc.communicate(timeout=10)
         # a tournament under way (paused for free play) keeps its standings
         mark = watch.mark()
-        watch.publish("/tournament/standings", '{"done": false, "rows": []}', retain=True)
+        watch.publish("/tournament/standings", '{"done": false, "table": []}', retain=True)
         proc = _night(env, "run")
         try:
             watch.wait_for("/arena1/game/server", "up", after=mark, timeout=30)
             watch.sync("/tournament/marker")
-            assert watch.text("/tournament/standings") == '{"done": false, "rows": []}'
+            assert watch.text("/tournament/standings") == '{"done": false, "table": []}'
         finally:
             proc.terminate()
             proc.communicate(timeout=10)
