@@ -89,6 +89,27 @@ def test_a_damaged_request_is_answered_and_a_done_one_is_not_applied_again(
         again.close()
 
 
+def test_a_team_registered_a_moment_ago_can_be_admitted_at_once(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
+    """`teams add eve` then `tournament admit-late eve` straight away (the
+    guide's late-team lines pasted at once): the director has not looked at
+    the registry since, and must before it judges the control."""
+    registered = ["a", "b", "c"]
+    state = State("round-robin", 3, ["a", "b", "c"])
+    state.draw()
+    d = director(broker, tmp_path, state, prefix)
+    d.registered = lambda: list(registered)
+    try:
+        d.check_registry()  # the director's regular look: nobody late
+        registered.append("eve")  # the registry has eve now; the next regular look is seconds away
+        assert actions.apply(d, "admit-late", {"team": "eve"}, "test")["result"] == "admitted"
+        assert d.state.late == {"eve": "admitted"}
+        with pytest.raises(ControlError) as unknown:
+            actions.apply(d, "admit-late", {"team": "zed"}, "test")
+        assert unknown.value.code == "not-late"
+    finally:
+        d.close()
+
+
 def test_a_forfeit_against_a_withdrawn_team_cannot_be_voided(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
     state = State("round-robin", 3, ["a", "b", "c", "d"])
     state.draw()

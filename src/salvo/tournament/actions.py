@@ -240,6 +240,7 @@ def _forfeit(round_no: int, arena: str, teams: list[str], team: str, fixture: in
 
 def _late(d: Director, args: dict[str, Any]) -> str:
     team = str(args["team"])
+    d.check_registry(now=True)  # registered a moment ago: known before it is judged
     status = d.state.late.get(team)
     if status is None:
         raise ControlError("not-late", f"{team!r} is not a team registered after the start")

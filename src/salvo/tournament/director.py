@@ -189,7 +189,7 @@ class Director:
             self._serve_requests()
             with self._lock:
                 self.spool.serve(self)
-                self._check_registry()
+                self.check_registry()
                 for arena in self.arenas:
                     try:
                         self._step(arena)
@@ -396,11 +396,13 @@ class Director:
 
     # -- late teams ------------------------------------------------------------------------
 
-    def _check_registry(self) -> None:
-        now = time.monotonic()
-        if now < self._next_registry_check:
+    def check_registry(self, *, now: bool = False) -> None:
+        """New registry entries become late teams (pending). Looked at every
+        REGISTRY_CHECK_S, or at once (``now``): a late team's control may
+        come before the next look (teams add, then admit-late at once)."""
+        if not now and time.monotonic() < self._next_registry_check:
             return
-        self._next_registry_check = now + REGISTRY_CHECK_S
+        self._next_registry_check = time.monotonic() + REGISTRY_CHECK_S
         try:
             names = self.registered()
         except Exception:  # a registry being rewritten: look again next time
