@@ -30,6 +30,8 @@ def salvo(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_withdraw_pause_and_a_late_team(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    from test_console_live import Held
+
     names = ["ann", "bob", "cat", "dan"]
     mosq = new_broker(users={"referee": "referee-pw"})
     registry = tmp_path / "teams.json"
@@ -39,19 +41,23 @@ def test_withdraw_pause_and_a_late_team(new_broker: BrokerFactory, tmp_path: Pat
     ctl = ("--state", str(state))
     played: dict[str, int] = {}
     errors: dict[str, str] = {}
+    # The night's first salvos wait until eve is admitted: three teams on one
+    # connection each play the whole round robin in about two seconds, which
+    # is over before the director's next look at the registry would see eve.
+    go = threading.Event()
 
     def team(name: str) -> None:
         card = cards[name]
         broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, card.mqtt_password)
         try:
-            played[name] = follow(broker, name, card.secret, lambda: make_strategy("random", name))
+            played[name] = follow(broker, name, card.secret, lambda: Held(make_strategy("random", name), go))
         except Exception as exc:
             errors[name] = repr(exc)
 
     watch = Recorder(Broker.from_url(mosq.url("referee")), ["/tournament/standings", "/tournament/assignments/+"])
     log = tmp_path / "director.log"  # a file: a pipe nobody reads fills up and stalls the director
     director = subprocess.Popen(
-        director_cmd(mosq.url("referee"), tmp_path, registry, "--no-show-after", "0"),
+        director_cmd(mosq.url("referee"), tmp_path, registry, "--no-show-after", "0", "--turn-timeout", "60"),
         stdout=subprocess.PIPE,
         stderr=log.open("w"),
         text=True,
@@ -86,6 +92,7 @@ def test_withdraw_pause_and_a_late_team(new_broker: BrokerFactory, tmp_path: Pat
         assert "organisers decide" in json.loads(waiting.payload)["waiting"]
         out = salvo("tournament", "admit-late", "eve", "--wait", "60", *ctl)  # a loaded CI machine is slow
         assert out.returncode == 0, out.stderr
+        go.set()
         late = threading.Thread(target=team, args=("eve",), daemon=True)
         late.start()
         rows = director.communicate(timeout=240)[0]
@@ -95,6 +102,7 @@ def test_withdraw_pause_and_a_late_team(new_broker: BrokerFactory, tmp_path: Pat
         assert errors == {}
         assert played == {"ann": 3, "bob": 3, "cat": 3, "eve": 3}  # each other once; dan's games forfeited
     finally:
+        go.set()
         if director.poll() is None:
             director.kill()
         watch.close()
