@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -187,6 +188,17 @@ def test_a_signal_stops_the_bot_cleanly_within_2_s(
     wait_until(lambda: f"Client {client_id} disconnected" in broker.log()[before:], what="its leaving")
     assert f"Client {client_id} disconnected." in broker.log()[before:], (bot.output, broker.log()[before:])
     assert f"Client {client_id} closed its connection" not in broker.log()[before:]
+
+
+def test_a_signal_stops_the_bot_while_it_waits_for_the_broker(bots: Callable[..., Bot]) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: every connection is refused
+        port = closed.getsockname()[1]
+        bot = bots("--name", "alice", "--secret", "s", SALVO_BROKER=f"mqtt://alice:pw@127.0.0.1:{port}")
+        bot.wait_line(lambda x: "retrying in" in x, what="a retry")
+        bot.proc.send_signal(signal.SIGTERM)
+        assert bot.finish(STOP_BUDGET_S) == 0, bot.output
+    assert "stopped" in bot.lines
 
 
 # -- 2. one connection, retried with back-off ----------------------------------------------------
