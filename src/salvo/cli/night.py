@@ -126,12 +126,19 @@ def run(mode: str, health_file: Path) -> None:
     envvar="SALVO_CONSOLE",
     help="(tournament) The console's HOST:PORT, or off: its /health must answer too.",
 )
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=3.0,
+    show_default=True,
+    help="(tournament) Seconds the console has to answer (the compose healthcheck allows 4 in all).",
+)
 def health(mode: str, health_file: Path, max_age: float, console_at: str, timeout: float) -> None:
     """Exit 0 when the running `salvo night run` is well: its referee's loop
     reported within --max-age seconds with every arena connected to the
     broker, and (tournament, console on) the director's web server answers
-    GET /health with 200 within --timeout. Else exit 1, saying why: a frozen
+    GET /health with 200 within --timeout (its loop came round, every arena
+    connected). Else exit 1, saying why: a frozen
     process, a lost broker and a wedged director all fail it."""
     problem = _report_problem(health_file, max_age)
     if problem is None and mode == "tournament" and console_at != "off" and os.environ.get("SALVO_CONSOLE_PASSWORD"):
