@@ -196,7 +196,8 @@ def test_logins_added_by_hand_get_their_rights_from_teams_acl(new_broker: Broker
 
 def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(new_broker: BrokerFactory) -> None:
     """With the arenas named (salvo teams acl --arenas), a team cannot leave
-    retained junk where no referee reads and clears it, nor under /tournament."""
+    retained junk where no referee reads and clears it, nor under /tournament,
+    nor in the unprefixed namespace, which no referee of named arenas runs."""
     mosq = new_broker(users={"referee": "referee-pw", "alice": "alice-pw"})
     assert write_acl_from_passwd(mosq.passwd, mosq.acl, ["arena1"]) == (mosq.acl, [])
     assert acl_arenas(mosq.acl) == ["arena1"]
@@ -205,10 +206,13 @@ def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(new_br
     mosq.start()
     alice = Recorder(mosq, "alice", [])
     try:
-        for topic in ("/arena1/players/bob/fire", "/players/bob/fire", "/arena1/game/request_participation"):
+        for topic in ("/arena1/players/bob/fire", "/arena1/game/request_participation"):
             assert alice.publish(topic, "x") < 0x80, topic
         assert alice.publish("/arena1/players/alice/ships/carrier/place", "x") < 0x80
         for topic in (
+            "/players/bob/fire",
+            "/game/request_participation",
+            "/players/alice/ships/carrier/place",
             "/junk/players/bob/fire",
             "/tournament/players/x/fire",
             "/junk/game/request_participation",
@@ -217,3 +221,14 @@ def test_an_acl_for_named_arenas_keeps_teams_out_of_every_other_namespace(new_br
             assert alice.publish(topic, "x" * 1000, retain=True) == NOT_AUTHORIZED, topic
     finally:
         alice.close()
+
+
+def test_the_unprefixed_arena_is_named_like_any_other() -> None:
+    """'-' in --arenas (and in the file's arenas line) is the unprefixed
+    arena: opened only when named, never by default beside named ones."""
+    named = render_acl(["ada"], ["arena1"])
+    assert "topic write /game/request_participation" not in named
+    assert "topic write /arena1/game/request_participation" in named
+    both = render_acl(["ada"], ["", "arena1"])
+    assert "# arenas: -,arena1" in both and "topic write /game/request_participation" in both
+    assert "topic write /+/" not in both  # no first level beyond the named ones

@@ -149,32 +149,34 @@ _ACL_HEADER = """\
 # - "topic" lines before the first "user" line are anonymous clients' rights;
 # - "topic" lines after "user NAME" are that login's rights (a login without a
 #   section has only the patterns): hence one section per team.
-# Every rule exists for unprefixed topics and for each arena prefix: the
-# "arenas:" line below names them ("any": every first level, /+/...). Naming
-# them closes a gap: with "any", a team may also write (retained) join, fire
-# and placement messages into namespaces no referee reads, which the broker
-# then keeps (salvo teams acl --arenas arena1,arena2).
+# Every rule exists for each arena the "arenas:" line below names ("-": the
+# unprefixed one; "any": the unprefixed one and every first level, /+/...).
+# Naming them closes a gap: with "any", a team may also write (retained)
+# join, fire and placement messages into namespaces no referee reads, which
+# the broker then keeps (salvo teams acl --arenas arena1,arena2).
 # Nobody but the referee reads /game/request_participation or any fire topic.
 """
 #: The line of the header that says which arena prefixes the rules cover.
 _ARENAS_LINE = "# arenas: "
 ANY_ARENA = "any"
+#: The unprefixed arena (/game/...) in an arena list.
+UNPREFIXED = "-"
 
 
 def render_acl(teams: Iterable[str] = (), arenas: Sequence[str] | None = None) -> str:
     """mosquitto's acl_file for these team logins (plus the referee and
-    anonymous spectators), for the unprefixed arena and each prefix of
-    ``arenas`` (None: any prefix at all). Raises ValueError for a name no
-    team can have."""
+    anonymous spectators), for exactly the arenas named by ``arenas`` (""
+    the unprefixed one; None: the unprefixed one and any prefix at all).
+    Raises ValueError for a name no team or arena can have."""
     if arenas is None:
         roots = [access_filters(), access_filters(any_prefix=True)]
     else:
         for prefix in arenas:
             if prefix and (err := name_error(prefix, "arena prefix")):
                 raise ValueError(f"{prefix!r}: {err}")
-        roots = [access_filters(prefix=p) for p in dict.fromkeys(["", *arenas])]
+        roots = [access_filters(prefix=p) for p in dict.fromkeys(arenas)]
     public = [f for r in roots for f in r.public] + list(TournamentTopics.public_filters())
-    covered = ANY_ARENA if arenas is None else ",".join(p for p in arenas if p) or "-"
+    covered = ANY_ARENA if arenas is None else ",".join(p or UNPREFIXED for p in dict.fromkeys(arenas))
     lines = [_ACL_HEADER + _ARENAS_LINE + covered + "\n", "# -- every team: its own placements and private topics"]
     lines += [f"pattern write {f}" for r in roots for f in r.own_write]
     lines += [f"pattern read {f}" for r in roots for f in r.own_read]
@@ -199,7 +201,7 @@ def acl_arenas(acl: Path) -> list[str] | None:
     for line in text.splitlines():
         if line.startswith(_ARENAS_LINE):
             value = line[len(_ARENAS_LINE) :].strip()
-            return None if value == ANY_ARENA else [p for p in value.split(",") if p and p != "-"]
+            return None if value == ANY_ARENA else ["" if p == UNPREFIXED else p for p in value.split(",") if p]
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -172,9 +173,9 @@ def teams_referee(passwd: Path, acl: Path | None, password: str | None) -> None:
 @click.option(
     "--arenas",
     envvar="SALVO_ARENAS",
-    help="The arena prefixes the rules cover: a count N (arena1..arenaN), comma-separated prefixes, or 'any'"
-    " (default: what the ACL covers now; a new one: any). Naming them keeps teams from writing into"
-    " namespaces no referee reads. Kept in the file: later `salvo teams` commands keep it.",
+    help="The arenas the rules cover: a count N (arena1..arenaN), comma-separated prefixes and ranges ('-' is the"
+    " unprefixed arena), or 'any' (default: what the ACL covers now; a new one: any). Naming them keeps teams from"
+    " writing into namespaces no referee reads. Kept in the file: later `salvo teams` commands keep it.",
 )
 def teams_acl(passwd: Path, acl: Path | None, arenas: str | None) -> None:
     """Write the broker's ACL for the logins of a password file.
@@ -183,9 +184,15 @@ def teams_acl(passwd: Path, acl: Path | None, arenas: str | None) -> None:
     the referee's is a team. (salvo teams add/remove/referee do this
     themselves.)
     """
-    from salvo.teams import ANY_ARENA, KEEP, write_acl_from_passwd
+    from salvo.teams import ANY_ARENA, KEEP, UNPREFIXED, write_acl_from_passwd
 
-    covered = KEEP if arenas is None else None if arenas == ANY_ARENA else arena_prefixes("", arenas)
+    covered: Sequence[str] | None
+    if arenas is None or arenas == ANY_ARENA:
+        covered = KEEP if arenas is None else None
+    else:
+        items = [item.strip() for item in arenas.split(",")]
+        named = ",".join(item for item in items if item != UNPREFIXED)
+        covered = ([""] if UNPREFIXED in items else []) + (arena_prefixes("", named) if named else [])
     with local_files():
         path, skipped = write_acl_from_passwd(passwd, acl, covered)
     for login in skipped:
