@@ -20,6 +20,7 @@ from salvo import journalformat
 from salvo.cli import ExitCode, main
 from salvo.codec import dumps
 from salvo.engine import (
+    KEYED_DRAW,
     Abandon,
     Accepted,
     Burn,
@@ -29,12 +30,14 @@ from salvo.engine import (
     Event,
     Extend,
     Fire,
+    Game,
     Join,
     Phase,
     Place,
     Publish,
     Result,
     Tick,
+    draw_for,
 )
 from salvo.mqtt import Broker
 from salvo.protocol import Arena, Effect, Record
@@ -49,6 +52,7 @@ from salvo.store import (
     event_text,
     event_to_json,
 )
+from salvo.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -78,7 +82,7 @@ def resumed(store: Store, prefix: str, key: PrivateKey, config: Config = CONFIG)
     return arena
 
 
-def recording(tmp_path: Path, prefix: str, seed: int) -> tuple[Store, PrivateKey, RecordingDriver]:
+def recording(tmp_path: Path, prefix: str, seed: int | None) -> tuple[Store, PrivateKey, RecordingDriver]:
     """A new state file with one new arena in it, driven and journaled."""
     store = Store(tmp_path / "state.db")
     key = PrivateKey.generate()
@@ -273,6 +277,35 @@ def test_journal_export_and_replay(tmp_path: Path) -> None:
     out.write_text("".join(json.dumps(e) + "\n" for e in lines))
     bad = CliRunner().invoke(main, ["journal", "replay", str(out)])
     assert bad.exit_code == ExitCode.FAILED and "replayed signature" in bad.output
+
+
+def test_an_export_predicts_no_later_games_first_player(tmp_path: Path) -> None:
+    """A referee's arena (no --seed) draws each game's first player from its
+    secret key: an export (what a team may be handed) carries that game's
+    draw, enough to replay it, and nothing that tells another game's. Before,
+    it carried the arena's seed, and with the game number every later game's
+    first player followed (5 of 5 in the review)."""
+    store, _key, d = recording(tmp_path, "p", None)
+    assert d.game.seed == KEYED_DRAW
+    for _ in range(3):
+        d.start({"alice": ROWS, "bob": COLUMNS})
+        d.wear_down("bob" if d.cur == "alice" else "alice", all_cells(COLUMNS if d.cur == "alice" else ROWS), d.cur)
+        d.send(Tick(d.now + CONFIG.reset_after + 1))  # the reset: the next game
+    store.close()
+    out = tmp_path / "game2.jsonl"
+    args = ["journal", "export", str(out), "--state", str(tmp_path / "state.db"), "--arena", "p", "--game", "2"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    head = json.loads(out.read_text().splitlines()[0])
+    assert head["seed"] == KEYED_DRAW and head["draw"] == draw_for(d.game.id_key, 2)
+    assert d.game.id_key.hex() not in out.read_text()  # the key itself never
+    # the draw replays game 2 exactly: the same first player
+    replayed = CliRunner().invoke(main, ["journal", "replay", str(out)])
+    assert replayed.exit_code == 0 and "0 rejected" in replayed.output, replayed.output
+    again = Game(CONFIG, Topics("p"), head["seed"], game_no=2, game_id=head["game_id"], draw=head["draw"])
+    assert again.draw() == head["draw"]
+    # ... and says nothing of game 3's (a keyed hash, where the seed told every game's)
+    assert head["draw"] != draw_for(d.game.id_key, 3)
+    assert Game(CONFIG, Topics("p"), "9/p", game_no=3).draw() == "9/p/3"  # a given --seed: predictable on purpose
 
 
 def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:

@@ -37,8 +37,12 @@ Rules this module enforces (spec sections 5-7):
   removed (told ``left_out``), so names that never place cannot hold the
   lobby full.
 * Play order is the order in which fleets became complete; the first player
-  is drawn from a RNG seeded by ``(seed, game number)``, then play goes round
-  the order skipping defeated players.
+  is drawn from a RNG seeded by the game's *draw*: a keyed BLAKE2b of the
+  game number under the arena's secret id key when the seed is
+  :data:`KEYED_DRAW` (the referee's default: nothing a team can be handed
+  predicts a later game's first player), else ``(seed, game number)`` (a
+  seed given for tests and simulations). Play goes round the order skipping
+  defeated players.
 * A turn allows as many shots as the shooter has ships afloat when it starts.
   A shot hits when its cell holds a ship segment, hit before or not. Sinks and
   defeats are decided and announced only when the salvo ends, in the order
@@ -120,6 +124,16 @@ BURN_CAP: Final = 1000
 PLACEMENTS_CAP: Final = 100
 
 
+#: The seed of an arena whose first players are drawn from its secret id key.
+KEYED_DRAW = "keyed"
+
+
+def draw_for(id_key: bytes, game_no: int) -> str:
+    """Game ``game_no``'s draw of the first player in a KEYED_DRAW arena: one
+    way, so a game's draw (in its export) says nothing of another's."""
+    return hashlib.blake2b(f"draw/{game_no}".encode(), key=id_key, digest_size=16).hexdigest()
+
+
 def game_id_for(id_key: bytes, game_no: int) -> str:
     """Game ``game_no``'s id in an arena whose id key is ``id_key``: 64 bits
     of a keyed BLAKE2b of the number (unpredictable without the key)."""
@@ -138,6 +152,7 @@ class Game:
         game_no: int = 1,
         id_key: bytes | None = None,
         game_id: str | None = None,
+        draw: str | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -150,6 +165,8 @@ class Game:
         #: game_no's id as given, not derived (a replay of an exported game,
         #: which carries its id but not the arena's key)
         self._given_id = (game_no, game_id) if game_id is not None else None
+        #: game_no's draw as given (a replay of an exported game of a KEYED_DRAW arena)
+        self._given_draw = (game_no, draw) if draw is not None else None
         #: What the game holds retained on the broker; cleared at reset.
         self.retained = Retained()
         # Nothing is published at construction: the protocol layer publishes
@@ -458,8 +475,16 @@ class Game:
         self.started_at = now
         self._retain_players(out, self.order)
         self.retained.put(out, self.topics.state, Phase.TURN.value)
-        rng = random.Random(f"{self.seed}/{self.game_no}")
+        rng = random.Random(self.draw())
         self._begin_turn(self.order[rng.randrange(len(self.order))], now, out)
+
+    def draw(self) -> str:
+        """What this game's first player is drawn from (see the rules)."""
+        if self._given_draw is not None and self._given_draw[0] == self.game_no:
+            return self._given_draw[1]
+        if self.seed == KEYED_DRAW:
+            return draw_for(self.id_key, self.game_no)
+        return f"{self.seed}/{self.game_no}"
 
     # -- turns ----------------------------------------------------------------------
 

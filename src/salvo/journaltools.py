@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from salvo.engine import Abandon, CloseLobby, Config, Event, Fire, Game, Phase, Rejected, Result, Tick
+from salvo.engine import KEYED_DRAW, Abandon, CloseLobby, Config, Event, Fire, Game, Phase, Rejected, Result, Tick
 from salvo.failures import Failure
 from salvo.payloads import TRUE
 from salvo.store import Store, config_from_json, config_to_json, event_from_json, event_to_json
@@ -294,16 +294,19 @@ def export_game(
         if number not in games:
             raise JournalError(f"no game {number}; games: {sorted(games)}")
         config = store.config_before(arena, number) or known[1]
-        # The game's id, not the arena's key: the key would tell every later game's.
-        game_id = _fresh(arena, known, config, number).game_id
+        # The game's id and draw, not the arena's key: the key would tell
+        # every later game's (its id, its first player).
+        fresh = _fresh(arena, known, config, number)
         header = {
             "type": "game",
             "arena": arena,
             "game": number,
-            "game_id": game_id,
+            "game_id": fresh.game_id,
             "seed": known[0],
             "config": json.loads(config_to_json(config)),
         }
+        if known[0] == KEYED_DRAW:
+            header["draw"] = fresh.draw()
         out.write(json.dumps(header) + "\n")
         events = store.events(arena, number)
         for ev in events:
@@ -387,6 +390,7 @@ def replay(lines: Iterable[str]) -> Replayed:
         head["seed"],
         game_no=head["game"],
         game_id=head.get("game_id"),
+        draw=head.get("draw"),
     )
     events = [event_from_json(record) for record in records[1:]]
     played = play(game, events)

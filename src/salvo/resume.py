@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nacl.public import PrivateKey
 
-from salvo.engine import Config, Fire, Game, Publish, Rejected
+from salvo.engine import KEYED_DRAW, Config, Fire, Game, Publish, Rejected
 from salvo.protocol import Arena, Record
 from salvo.store import Store
 from salvo.topics import Topics
@@ -87,22 +87,23 @@ def make_arenas(
     sealed_joins_only: bool = False,
     unbound_fire: bool = False,
 ) -> list[Arena]:
-    """One arena per prefix, all sharing the referee key pair. Arena ``p``'s
-    games are seeded with ``(seed, p)`` so arenas do not mirror each other;
-    each has a random key its game ids derive from.
+    """One arena per prefix, all sharing the referee key pair. Each has a
+    random key its game ids derive from, and, without a ``seed``, its first
+    players too (engine.KEYED_DRAW: nothing a team can be handed, an export
+    included, predicts them). A given seed draws arena ``p``'s first players
+    from ``(seed, p)`` (tests, simulations).
 
     With a store, a known arena resumes: its stored seed and id key, then
-    every event of its current game replayed through the engine; a new arena
-    is added with a random seed unless one is given."""
+    every event of its current game replayed through the engine."""
     arenas = []
     for p in prefixes:
         known = store.arena(p) if store is not None else None
         if known is None:
-            base = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
+            arena_seed = KEYED_DRAW if seed is None else _arena_seed(seed, p)
             id_key = os.urandom(32)
             if store is not None:
-                store.add_arena(p, _arena_seed(base, p), config, id_key)
-            game = Game(config, Topics(p), _arena_seed(base, p), id_key=id_key)
+                store.add_arena(p, arena_seed, config, id_key)
+            game = Game(config, Topics(p), arena_seed, id_key=id_key)
             arenas.append(Arena(game, referee_key, sealed_joins_only=sealed_joins_only, unbound_fire=unbound_fire))
             continue
         assert store is not None
