@@ -377,3 +377,49 @@ def test_a_placement_that_changes_nothing_is_not_journaled_and_moves_are_capped(
     out = d.place("alice", {"carrier": spots[0]})
     report = d.errors(out)[d.t.ship_error("alice", "carrier")]
     assert report["code"] == "too_many" and len(d.records) == PLACEMENTS_CAP
+
+
+# -- a seat decided again when the join is applied (a tournament's roster) --------------
+
+
+def _seated_arena(roster: set[str]) -> ArenaDriver:
+    d = ArenaDriver(max_players=2, min_players=2)
+
+    def seat(name: str) -> None:
+        if name not in roster:
+            raise Illegal(Code.NOT_REGISTERED, f"{name!r} is not scheduled here now")
+
+    d.arena.seat = seat
+    d.defer_keys = True  # the key derivation held: the race the review won 4 of 8 times
+    return d
+
+
+def test_a_roster_emptied_while_the_key_is_derived_keeps_the_join_out() -> None:
+    """A team joins at the moment of its own no-show: the roster said yes when
+    the join was read, the director empties it (and closes the lobby) before
+    the derivation ends. The join must not land, in this lobby or the next."""
+    roster = {"mallory", "alice"}
+    d = _seated_arena(roster)
+    d.join("mallory", request_id="r1")
+    assert [job.name for job in d.pending] == ["mallory"]
+    roster.clear()  # the no-show: nobody is scheduled here any more
+    out = d.finish_keys()
+    assert d.game.players == {} and d.records == []  # nothing journaled, nobody seated
+    assert d.errors(out)[d.t.errors]["code"] == "not_registered"
+
+
+def test_a_join_never_lands_in_another_game_than_the_one_it_asked_for() -> None:
+    """The lobby closes while the key is derived (a no-show, the organiser):
+    the derivation ends in the next game's lobby, and is refused there,
+    whoever the roster admits (here it still admits carol)."""
+    d = _seated_arena({"alice", "carol"})
+    d.join("alice")
+    d.finish_keys()  # alice waits in the lobby
+    game_no = d.game.game_no
+    d.join("carol", request_id="c1")  # held
+    d.run(d.arena.close_lobby("no-show", d.now))
+    assert d.game.game_no == game_no + 1 and d.game.players == {}
+    out = d.finish_keys()
+    assert d.game.players == {}  # not in the new lobby either
+    error = d.errors(out)[d.t.errors]
+    assert error["code"] == "lobby_closed" and error["request_id"] == "c1"

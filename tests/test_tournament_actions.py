@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from salvo.mqtt import Broker
+from salvo.topics import Topics
 from salvo.tournament import actions, spool
 from salvo.tournament.controls import ControlError
 from salvo.tournament.director import Director
@@ -87,6 +88,37 @@ def test_a_damaged_request_is_answered_and_a_done_one_is_not_applied_again(
         assert not again.state.paused and len(again.state.audit) == 1
     finally:
         again.close()
+
+
+def test_an_arena_held_by_players_no_fixture_put_there_is_cleared(
+    broker: Mosquitto, tmp_path: Path, prefix: str
+) -> None:
+    """A lobby with players in an arena no fixture holds (a join that got in
+    around a no-show, in the review): the director never assigned that arena
+    again. Now it sends them away, at most every INTRUDERS_EVERY_S, and the
+    organiser can clear any arena, live or not (clear-arena)."""
+    state = State("round-robin", 3, ["a", "b", "c", "d"])
+    state.draw()
+    state.paused = True  # nothing is assigned: the arena stays without a fixture
+    d = director(broker, tmp_path, state, prefix)
+    referee: Any = d.referee
+    try:
+        with pytest.raises(ControlError) as nothing:  # an idle arena: nothing to clear
+            actions.apply(d, "clear-arena", {"arena": prefix, "reason": "tidy"}, "test")
+        assert nothing.value.code == "nothing-to-clear" and referee.calls == []
+        t = Topics(prefix)
+        d.rec.publish(t.state, "lobby", retain=True)
+        d.rec.publish(t.players_list, '["mallory"]', retain=True)
+        d.rec.wait(lambda m: m.topic == t.players_list and m.payload == b'["mallory"]', timeout=10)
+        d.state.paused = False
+        d._assign()
+        d._assign()  # once, not at every step
+        assert referee.calls == [("close_lobby", prefix)]
+        assert prefix not in d.state.live  # assigned only once the lobby is empty again
+        entry = actions.apply(d, "clear-arena", {"arena": prefix, "reason": "tidy"}, "test")
+        assert entry["result"] == "cleared: an empty lobby" and referee.calls[-1] == ("close_lobby", prefix)
+    finally:
+        d.close()
 
 
 def test_a_team_registered_a_moment_ago_can_be_admitted_at_once(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:

@@ -105,6 +105,8 @@ class DeriveKey:
     verify: bool = False
     #: the request ids of the joins waiting for this derivation
     request_ids: list[str] = field(default_factory=list)
+    #: the game it was asked for: a join applies to that game only
+    game_no: int = 0
 
 
 #: The ``code`` of a log line about a message that changed nothing although
@@ -134,6 +136,10 @@ Effect = Publish | Record | DeriveKey | Log
 #: Who may join: raises Illegal (not registered, wrong secret); True when the
 #: secret was verified at once; None when only a (slow) derivation can tell.
 Admit = Callable[[str, str], bool | None]
+#: Who may take a seat in this arena now (a tournament's roster): raises
+#: Illegal. Asked when a join is read and again when it is applied: the
+#: roster may change while the key is derived.
+Seat = Callable[[str], None]
 
 
 def _printable(topic: str, limit: int = 120) -> str:
@@ -160,6 +166,8 @@ class Arena:
         self.pubkey = crypto.public_key_b64(referee_key)
         #: Who may join at all (a tournament's registered teams), see :data:`Admit`.
         self.admit = admit
+        #: Who may take a seat now, see :data:`Seat` (None: whoever is admitted).
+        self.seat: Seat | None = None
         #: Refuse plain-JSON joins: the secret then never crosses the network.
         self.sealed_joins_only = sealed_joins_only
         #: Accept the v1 fire data ``{x, y}`` (unsafe: replayable elsewhere).
@@ -295,6 +303,13 @@ class Arena:
         """A derivation requested by a :class:`DeriveKey` effect finished."""
         self._deriving.pop(job.name, None)
         _remember(self._keys, job.digest, key, KEY_CACHE_SIZE)
+        if job.game_no != self.game.game_no:
+            # The lobby it was asked for closed meanwhile (a no-show, the
+            # organiser): a join never lands in another game than its own.
+            closed = Illegal(
+                Code.LOBBY_CLOSED, f"the lobby {job.name!r} asked to join closed while its key was derived: join again"
+            )
+            return self._refuse_join(closed, job.request_ids)
         return self._apply_join(Join(job.name, key, now), job.request_ids)
 
     def on_key_failed(self, job: DeriveKey, error: Rejection, now: float) -> list[Effect]:
@@ -318,6 +333,8 @@ class Arena:
             name = _join_name(value)
             request = wire.parse_join(value)
             self.game.check_join(name)  # fail fast before paying for a derivation
+            if self.seat is not None:
+                self.seat(name)
             verified = self.admit(name, request.secret) if self.admit is not None else None
             digest = nacl.hash.blake2b(f"{name}\0{request.secret}".encode(), key=self._digest_key, encoder=RawEncoder)
             key = self._keys.get(digest)
@@ -349,7 +366,9 @@ class Arena:
             )
         if len(self._deriving) >= self.max_pending:
             raise Illegal(Code.BUSY, "busy: too many joins are being checked; try again in a moment")
-        job = DeriveKey(name, secret, digest, verify=verified is None and self.admit is not None)
+        job = DeriveKey(
+            name, secret, digest, verify=verified is None and self.admit is not None, game_no=self.game.game_no
+        )
         if rid:
             job.request_ids.append(rid)
         self._deriving[name] = job
@@ -372,6 +391,11 @@ class Arena:
         return codec.loads(plaintext, "sealed participation request"), True
 
     def _apply_join(self, event: Join, request_ids: list[str]) -> list[Effect]:
+        if self.seat is not None:
+            try:
+                self.seat(event.name)  # again: the roster may have changed since the join was read
+            except Rejection as err:
+                return self._refuse_join(err, request_ids)
         game_no = self.game.game_no
         result = self.game.handle(event)
         if isinstance(result, Rejected):

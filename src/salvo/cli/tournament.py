@@ -246,7 +246,7 @@ def run(
     bootstrap.claim(target, games, store, fresh=fresh, role=TOURNAMENT)
     server = None
     try:
-        roster = night.restrict_lobbies(games, registry)
+        roster = night.restrict_lobbies(games)
         service = Referee(
             games,
             target,

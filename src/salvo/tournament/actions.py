@@ -158,6 +158,17 @@ def _abort_game(d: Director, args: dict[str, Any]) -> str:
     return "aborted; the game is played again"
 
 
+def _clear_arena(d: Director, args: dict[str, Any]) -> str:
+    arena = _arena(d, args, live=False)
+    if arena in d.state.live:
+        return _abort_game(d, args)
+    state = d.arena_state(arena)
+    if state not in ("lobby", "turn") or (state == "lobby" and not d.listed(arena)):
+        raise ControlError("nothing-to-clear", f"arena {arena} is {state}, with nobody in its lobby and no game to end")
+    _stop_game(d, arena, str(args["reason"]) or "cleared by the organisers")
+    return "cleared: an empty lobby"
+
+
 def _void_game(d: Director, args: dict[str, Any]) -> str:
     result = _game(d, args)
     if not result.counts:
@@ -270,6 +281,7 @@ _HANDLERS = {
     "resume-game": _resume_game,
     "extra-time": _extra_time,
     "abort-game": _abort_game,
+    "clear-arena": _clear_arena,
     "void-game": _void_game,
     "override": _override,
     "withdraw": _withdraw,

@@ -37,6 +37,12 @@ ACTIONS: dict[str, Action] = {
             {"arena": "arena", "reason": "text"},
             "End the game in an arena without a result; the pair plays again later.",
         ),
+        Action(
+            "clear-arena",
+            {"arena": "arena", "reason": "text"},
+            "Send everybody away from an arena, whatever is there: a scheduled game is aborted (played again"
+            " later); anything else (a lobby nobody was assigned to, a game no fixture started) is ended.",
+        ),
         Action("void-game", {"game": "game", "reason": "text"}, "Discard a recorded result; the pair plays again."),
         Action(
             "override",

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("salvo.tournament")
 
 REGISTRY_CHECK_S = 2.0
+#: How often an arena's intruders are sent away at most (_send_intruders_away).
+INTRUDERS_EVERY_S = 10.0
 #: The loop comes round at least twice a second; this long without, it is
 #: stuck (what /health reports).
 LOOP_STALE_S = 10.0
@@ -92,6 +94,8 @@ class Director:
         self._finishing: dict[str, set[str]] = {}
         #: arena -> the table size its referee was set to (tables of 3-4 only)
         self._seated: dict[str, int] = {}
+        #: arena -> when its intruders were last sent away (not every step)
+        self._cleared: dict[str, float] = {}
         filters = [TournamentTopics.assignments(), TournamentTopics.marker]
         for a in arenas:
             t = Topics(a)
@@ -227,7 +231,10 @@ class Director:
             self.save()
             self.publish_schedule()
         for arena in self.arenas:
-            if arena in self.state.live or not self._lobby_empty(arena):
+            if arena in self.state.live:
+                continue
+            if not self._lobby_empty(arena):
+                self._send_intruders_away(arena)
                 continue
             busy = self.busy_teams()
             # The first fixture none of whose teams is playing or waiting elsewhere.
@@ -251,6 +258,20 @@ class Director:
                     body["opponent"] = others[0]
                 self.tell(team, body)
             log.info("round %d: %s in arena %s", fixture.round, " vs ".join(fixture.teams), arena)
+
+    def _send_intruders_away(self, arena: str) -> None:
+        """An arena no fixture holds whose lobby has players: nobody put
+        them there (every roster is emptied when its game ends), so they
+        would hold it for the rest of the night. Close its lobby."""
+        listed, now, last = self.listed(arena), time.monotonic(), self._cleared.get(arena)
+        if self.value(Topics(arena).state) != b"lobby" or not listed or arena in self._finishing:
+            return
+        if self.referee is None or (last is not None and now - last < INTRUDERS_EVERY_S):
+            return
+        self._cleared[arena] = now
+        reason = f"not on the tournament's roster: {', '.join(listed)} (no game is assigned to arena {arena})"
+        if self.referee.close_lobby(arena, reason):
+            log.warning("arena %s: sent away %s", arena, reason)
 
     # -- following a game --------------------------------------------------------------
 
@@ -288,12 +309,16 @@ class Director:
         if seat is not None and seat(arena, players):  # False: no answer, asked again next step
             self._seated[arena] = players
 
-    def _players(self, arena: str, teams: list[str]) -> list[str]:
+    def listed(self, arena: str) -> list[str]:
+        """The names on the arena's retained /players/list."""
         raw = self.value(Topics(arena).players_list) or b"[]"
         try:
-            listed = [p for p in json.loads(raw) if isinstance(p, str)]
-        except ValueError:
-            listed = []
+            return [p for p in json.loads(raw) if isinstance(p, str)]
+        except (ValueError, TypeError):
+            return []
+
+    def _players(self, arena: str, teams: list[str]) -> list[str]:
+        listed = self.listed(arena)
         return [p for p in teams if p in listed] or [p for p in teams if self.value(Topics(arena).stats_player(p))]
 
     def _record_played(self, arena: str, live: Live, teams: list[str], raw: bytes, players: list[str]) -> None:

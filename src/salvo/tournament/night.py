@@ -37,24 +37,24 @@ def no_show_error(no_show_after: float, placement_timeout: float) -> str | None:
     return None
 
 
-def restrict_lobbies(arenas: list[Arena], registry: Registry) -> dict[str, set[str]]:
-    """Let into each arena only the teams scheduled there now, with their
-    registered secret. The roster returned (arena -> those teams) is the
-    director's to change; the arenas read it at every join."""
+def restrict_lobbies(arenas: list[Arena]) -> dict[str, set[str]]:
+    """Let into each arena only the teams scheduled there now (their secret
+    is the registry's to check: the referee's ``registry``). The roster
+    returned (arena -> those teams) is the director's to change; each arena
+    asks it when a join is read and again when it is applied, so a roster
+    emptied while a key was derived (a no-show) keeps the join out."""
     roster: dict[str, set[str]] = {arena.topics.prefix: set() for arena in arenas}
     for arena in arenas:
         p = arena.topics.prefix
 
-        def admit(name: str, secret: str, p: str = p) -> bool | None:
-            verified = registry.admit(name, secret)
+        def seat(name: str, p: str = p) -> None:
             if name not in roster[p]:
                 raise Illegal(
                     Code.NOT_REGISTERED,
                     f"{name!r} is not scheduled in arena {p!r} now; see /tournament/assignments/{name}",
                 )
-            return verified
 
-        arena.admit = admit
+        arena.seat = seat
     return roster
 
 

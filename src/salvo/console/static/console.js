@@ -96,7 +96,8 @@
             ? control("Resume", "resume-game", args, { cls: "primary" })
             : control("Pause", "pause-game", args, { cls: "warn" }),
           control("+60 s", "extra-time", { ...args, seconds: 60 }, { cls: "" }),
-          control("Abort…", "abort-game", args, { cls: "danger", ask: "reason" })) : null);
+          control("Abort…", "abort-game", args, { cls: "danger", ask: "reason" }))
+          : h("div", { class: "buttons" }, control("Clear…", "clear-arena", args, { cls: "danger", ask: "reason" })));
     }));
   }
 
@@ -215,6 +216,7 @@
     const dialog = $("ask");
     const label = {
       "abort-game": `Abort the game in ${args.arena}?`,
+      "clear-arena": `Clear ${args.arena}: send everybody there away?`,
       "void-game": `Void game ${args.game}?`,
       override: `Override the result of game ${args.game}`,
       withdraw: `Withdraw ${args.team}?`,
