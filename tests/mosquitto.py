@@ -19,7 +19,7 @@ from pathlib import Path
 
 from salvo import tls
 from salvo.localbroker import free_port, mosquitto_binary, wait_listening
-from salvo.teams import default_acl_path, write_acl_from_passwd
+from salvo.teams import default_acl_path, referee_passwd_path, write_acl_from_passwd
 from salvo.tls import SERVER_CERT, SERVER_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +50,7 @@ def render_config(
     port: int,
     tls_port: int,
     workdir: Path,
+    referee_tls_port: int,
     passwd: Path,
     acl: Path,
     tls_dir: Path,
@@ -57,15 +58,17 @@ def render_config(
 ) -> str:
     text = (ROOT / "mosquitto.conf").read_text()
     subs = {  # each line's pattern, its replacement, and how often it must match
-        r"^password_file .*$": (f"password_file {passwd}", 2),  # one per listener
-        r"^acl_file .*$": (f"acl_file {acl}", 2),
+        r"^password_file .*/passwd$": (f"password_file {passwd}", 2),  # the teams' listeners
+        r"^password_file .*/referee\.passwd$": (f"password_file {referee_passwd_path(passwd)}", 1),
+        r"^acl_file .*$": (f"acl_file {acl}", 3),
         r"^persistence_location .*$": (f"persistence_location {workdir}/", 1),
         r"^persistence .*$": (f"persistence {'true' if persistence else 'false'}", 1),
         r"^listener 1883 127\.0\.0\.1$": (f"listener {port} 127.0.0.1", 1),
         # The venue's TLS listener, kept on this machine's loopback here.
         r"^listener 8883$": (f"listener {tls_port} 127.0.0.1", 1),
-        r"^certfile .*$": (f"certfile {tls_dir / SERVER_CERT}", 1),
-        r"^keyfile .*$": (f"keyfile {tls_dir / SERVER_KEY}", 1),
+        r"^listener 8884$": (f"listener {referee_tls_port} 127.0.0.1", 1),
+        r"^certfile .*$": (f"certfile {tls_dir / SERVER_CERT}", 2),
+        r"^keyfile .*$": (f"keyfile {tls_dir / SERVER_KEY}", 2),
         r"^log_dest .*$": (f"log_dest file {workdir}/mosquitto.log", 1),
     }
     for pattern, (repl, count) in subs.items():
@@ -88,6 +91,8 @@ class Mosquitto:
     users: dict[str, str] = field(default_factory=lambda: dict(USERS))
     port: int = field(default_factory=free_port)
     tls_port: int = field(default_factory=free_port)
+    #: the referees' own TLS listener (mosquitto.conf: 8884)
+    referee_tls_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -101,10 +106,15 @@ class Mosquitto:
         self.tls = tls.issue(self.workdir / "tls")
         self.ca_file = self.tls.ca_cert
         self.conf = self.workdir / "mosquitto.conf"
+        self._started = False
+        self._write_conf()
+
+    def _write_conf(self) -> None:
         self.conf.write_text(
             render_config(
                 port=self.port,
                 tls_port=self.tls_port,
+                referee_tls_port=self.referee_tls_port,
                 workdir=self.workdir,
                 passwd=self.passwd,
                 acl=self.acl,
@@ -116,6 +126,21 @@ class Mosquitto:
     def start(self, timeout: float = 10.0) -> None:
         if not may_start:
             raise RuntimeError("this test starts mosquitto: mark it mqtt (or use the broker/new_broker fixtures)")
+        for attempt in range(3):
+            try:
+                self._start(timeout)
+                break
+            except RuntimeError as exc:
+                # A free port taken by another process between free_port()
+                # and the bind (other suites run beside this one): on a
+                # first start, other ports will do; a restart must keep its own.
+                if self._started or "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port, self.tls_port, self.referee_tls_port = free_port(), free_port(), free_port()
+                self._write_conf()
+        self._started = True
+
+    def _start(self, timeout: float) -> None:
         self.proc = subprocess.Popen(
             [mosquitto_binary(), "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -127,7 +152,7 @@ class Mosquitto:
             err = proc.stderr.read().decode() if proc.stderr else ""
             return f"mosquitto exited: {err}\n{self.log()}"
 
-        wait_listening([self.port, self.tls_port], exited, timeout)
+        wait_listening([self.port, self.tls_port, self.referee_tls_port], exited, timeout)
 
     def reload(self, timeout: float = 10.0) -> None:
         """SIGHUP, as an organiser does after salvo teams/tls: mosquitto
@@ -169,3 +194,7 @@ class Mosquitto:
         if user is None:
             return f"mqtts://127.0.0.1:{self.tls_port}"
         return f"mqtts://{user}:{self.users[user]}@127.0.0.1:{self.tls_port}"
+
+    def referee_tls_url(self) -> str:
+        """The referees' own TLS listener, as the referee (verify with :attr:`ca_file`)."""
+        return f"mqtts://referee:{self.users['referee']}@127.0.0.1:{self.referee_tls_port}"

@@ -142,15 +142,15 @@ def test_broker_service_matches_mosquitto_conf() -> None:
     assert mounts["/data/broker"] == "./data/broker" and broker["volumes"][1].endswith(":ro")
     assert not any(source == "./data" for source in mounts.values())
     for key in ("password_file", "acl_file", "certfile", "keyfile"):
-        path = re.search(rf"^{key} (\S+)$", conf, re.MULTILINE)
-        assert path and path.group(1).startswith("/data/broker/"), f"{key} is not in the mounted broker directory"
+        paths = re.findall(rf"^{key} (\S+)$", conf, re.MULTILINE)
+        assert paths and all(p.startswith("/data/broker/") for p in paths), f"{key} is not in the broker's directory"
     assert not re.search(r"^cafile ", conf, re.MULTILINE)  # no CA in the broker's directory
     assert mounts["/mosquitto/config/mosquitto.conf"] == "./mosquitto.conf"
     assert re.search(r"^persistence_location /mosquitto/data/$", conf, re.MULTILINE)
     assert mounts["/mosquitto/data"] == "mosquitto-data" and "mosquitto-data" in COMPOSE["volumes"]
     assert broker["tmpfs"] == ["/mosquitto/log"]  # the image's other VOLUME: no anonymous volume per container
     # teams reach TLS only; plain MQTT is published on the host's loopback only; no websockets
-    assert set(broker["ports"]) == {"8883:8883", "127.0.0.1:1883:1883"}
+    assert set(broker["ports"]) == {"8883:8883", "8884:8884", "127.0.0.1:1883:1883"}
     assert "websockets" not in conf
     # the one line the service rewrites exists, as the command's sed expects it
     sed = re.search(r"sed 's/(.*?)/(.*?)/'", broker["command"][2])

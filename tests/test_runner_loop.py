@@ -328,11 +328,12 @@ def test_a_down_the_broker_never_acknowledges_is_said_by_the_last_will(
 
 def test_a_referee_over_tls_plays_a_salvo_of_messages(broker: Mosquitto, tmp_path: Path) -> None:
     """TLS keeps decrypted bytes the selector cannot see: a burst of
-    messages must still be read to the end without waiting for more."""
+    messages must still be read to the end without waiting for more. (A
+    referee on another machine: the referees' own TLS listener.)"""
     tag = uuid.uuid4().hex[:8]
     t = Topics(f"tls{tag}")
     arenas = make_arenas([t.prefix], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
-    target = Broker.from_url(broker.tls_url("referee")).with_ca_file(str(broker.ca_file))
+    target = Broker.from_url(broker.referee_tls_url()).with_ca_file(str(broker.ca_file))
     ref = Referee(arenas, target, client_id=f"tls-{tag}")
     ref.start()
     rec = Recorder(broker, "referee", [f"/{t.prefix}/#"])

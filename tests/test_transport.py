@@ -212,20 +212,29 @@ def test_shipped_conf_keeps_plain_mqtt_on_loopback_and_offers_tls() -> None:
     found = listeners(conf)
     plain = [(line, opts) for line, opts in found if "certfile" not in opts]
     assert [line for line, _ in plain] == ["listener 1883 127.0.0.1"]
-    secure = [(line, opts) for line, opts in found if "certfile" in opts]
-    assert [line for line, _ in secure] == ["listener 8883"]  # every interface: the venue's teams
-    opts = secure[0][1]
-    assert opts["protocol"] == "mqtt" and opts["tls_version"] == "tlsv1.2"
-    for key, name in (("certfile", "server.crt"), ("keyfile", "server.key")):
-        assert opts[key] == f"/data/broker/{name}"
-    assert "cafile" not in opts  # clients log in: the broker verifies no certificate and holds no CA
+    secure = {line: opts for line, opts in found if "certfile" in opts}
+    # every interface: the venue's teams, and the organiser's referees on other machines
+    assert list(secure) == ["listener 8883", "listener 8884"]
+    for opts in secure.values():
+        assert opts["protocol"] == "mqtt" and opts["tls_version"] == "tlsv1.2" and opts["allow_anonymous"] == "false"
+        for key, name in (("certfile", "server.crt"), ("keyfile", "server.key")):
+            assert opts[key] == f"/data/broker/{name}"
+        assert "cafile" not in opts  # clients log in: the broker verifies no certificate and holds no CA
+    # a team's login holds one connection on its listener; only the referee logs in on the other
+    assert secure["listener 8883"]["use_username_as_clientid"] == "true"
+    assert secure["listener 8884"]["password_file"] == "/data/broker/referee.passwd"
+    assert "use_username_as_clientid" not in secure["listener 8884"]
     assert not re.search(r"^\s*protocol\s+websockets", conf, re.MULTILINE)  # spectators use salvo spectate
     assert len(found) == len(re.findall(r"^listener ", conf, re.MULTILINE))
 
 
 def test_compose_publishes_tls_and_keeps_plain_mqtt_on_the_compose_network() -> None:
     service = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["mosquitto"]
-    assert sorted(service["ports"]) == ["${SALVO_TLS_PORT:-8883}:8883", "127.0.0.1:${SALVO_MQTT_PORT:-1883}:1883"]
+    assert sorted(service["ports"]) == [
+        "${SALVO_REFEREE_TLS_PORT:-8884}:8884",
+        "${SALVO_TLS_PORT:-8883}:8883",
+        "127.0.0.1:${SALVO_MQTT_PORT:-1883}:1883",
+    ]
     assert "./data/broker:/data/broker:ro" in service["volumes"]  # passwd, ACL, certificate: a directory, read-only
     conf = (ROOT / "mosquitto.conf").read_text()
     for key in ("password_file", "acl_file", "certfile", "keyfile"):

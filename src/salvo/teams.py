@@ -116,6 +116,12 @@ def read_passwd(path: Path) -> dict[str, str]:
     return entries
 
 
+def referee_passwd_path(passwd: Path) -> Path:
+    """The referee's own password file beside ``passwd``: its login alone,
+    for the broker's referees' listener (mosquitto.conf, 8884)."""
+    return passwd.with_name("referee.passwd")
+
+
 def write_passwd(path: Path, entries: dict[str, str]) -> None:
     # 0600: mosquitto reads it as its owner (uid 1883 in Docker, which owns
     # data/; natively the organiser's own user), and mosquitto 2.0.16+ warns
@@ -219,20 +225,22 @@ def write_acl_from_passwd(
 ) -> tuple[Path, list[str]]:
     """Rewrite the ACL for every login of the password file (all but the
     referee are teams), for ``arenas`` (None: any prefix; KEEP: those the
-    file covers now). Returns its path and the logins left without rights
-    because they cannot be team names. FileNotFoundError without a password
-    file: an ACL without its logins would shut every team out."""
+    file covers now), and the referee's own password file beside it.
+    Returns the ACL's path and the logins left without rights because they
+    cannot be team names. FileNotFoundError without a password file: an ACL
+    without its logins would shut every team out."""
     if not passwd.exists():
         raise FileNotFoundError(f"no password file at {passwd}")
-    path = acl or default_acl_path(passwd)
-    return path, _write_acl(path, read_passwd(passwd), arenas)
+    path, entries = acl or default_acl_path(passwd), read_passwd(passwd)
+    skipped = _write_acl(path, entries, arenas)
+    _write_referee_passwd(passwd, entries)
+    return path, skipped
 
 
 def _write_acl(path: Path, logins: Iterable[str], arenas: Sequence[str] | None = KEEP) -> list[str]:
     teams = [u for u in logins if u != REFEREE_USER]
     skipped = sorted(u for u in teams if name_error(u))
     covered = acl_arenas(path) if arenas is KEEP else arenas
-    # Read by mosquitto (another user in its container); holds no secret.
     _write_atomically(path, render_acl((u for u in teams if u not in skipped), covered), 0o600)
     return skipped
 
@@ -474,3 +482,10 @@ def _write_broker_files(passwd: Path, entries: dict[str, str], acl: Path | None)
     # The ACL first: a login in the password file always finds its rights.
     _write_acl(acl or default_acl_path(passwd), entries)
     write_passwd(passwd, entries)
+    _write_referee_passwd(passwd, entries)
+
+
+def _write_referee_passwd(passwd: Path, entries: dict[str, str]) -> None:
+    """referee.passwd: the referee's line of ``entries``, nothing else."""
+    only = {REFEREE_USER: entries[REFEREE_USER]} if REFEREE_USER in entries else {}
+    write_passwd(referee_passwd_path(passwd), only)
