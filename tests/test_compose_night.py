@@ -284,7 +284,8 @@ def _owned_by_1883_and_secrets_private(data: Path) -> None:
     for path in [data, *data.rglob("*")]:
         st = path.stat()
         assert (st.st_uid, st.st_gid) == (1883, 1883), f"{path} belongs to {st.st_uid}:{st.st_gid}"
-    for secret in ("broker/passwd", "broker/mosquitto.acl", "broker/server.key", "tls/ca.key", "teams.json"):
+    secrets = ("broker/passwd", "broker/referee.passwd", "broker/mosquitto.acl", "broker/server.key", "tls/ca.key")
+    for secret in (*secrets, "teams.json"):
         assert (data / secret).stat().st_mode & 0o077 == 0, f"{secret} is readable by others"
     assert sorted(p.name for p in (data / "broker").iterdir()) == [
         "mosquitto.acl",
