@@ -19,8 +19,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from salvo.mqtt import Broker, new_client
 
+from conftest import RefereeFactory
+from kit import COLUMNS, ROWS
 from mosquitto import Mosquitto
-from mqttkit import wait_until
+from mqttkit import Recorder, connect_team, wait_until
 
 
 def _tls_client(broker: Mosquitto, user: str, client_id: str) -> paho.Client:
@@ -112,3 +114,56 @@ def test_the_referees_listener_takes_no_team(broker: Mosquitto) -> None:
         client.loop_stop()
         client.disconnect()
     assert refused[0] in (0x86, 0x87, 5, 4), refused  # bad user name or password / not authorised
+
+
+def test_another_teams_junk_does_not_stop_the_clock(
+    broker: Mosquitto, start_referee: RefereeFactory, prefix: str, watcher: Recorder
+) -> None:
+    """The review pushed a turn's deadline back a second every second with
+    ~700 tiny garbage messages a second from a team not even playing there:
+    the organiser's pause, handed to every team, and an absent player
+    escaping the missed-turn forfeit. Only a measured delay of the teams'
+    own way to the referee gives time back now: the absent player's turn
+    times out on time however much junk arrives, and /game/deadline is
+    never moved."""
+    start_referee(turn_timeout=2, max_missed_turns=1)
+    P = f"/{prefix}"
+    teams = {name: connect_team(broker, prefix, name) for name in ("alice", "bob")}
+    stop, sent = threading.Event(), [0]
+
+    def junk() -> None:
+        mallory = new_client(Broker.from_url(broker.url("mallory")), f"junk-{prefix}")
+        mallory.connect("127.0.0.1", broker.port)
+        mallory.loop_start()
+        while not stop.is_set():
+            mallory.publish(f"{P}/players/bob/fire", b"x", qos=0)
+            sent[0] += 1
+            if sent[0] % 100 == 0:
+                time.sleep(0.05)  # about 2000 a second: well above the review's 700
+        mallory.disconnect()
+        mallory.loop_stop()
+
+    flooder = threading.Thread(target=junk, daemon=True)
+    try:
+        mark = watcher.mark()
+        for team in teams.values():
+            team.join()
+        watcher.wait_for(f"{P}/players/count", "2", after=mark)
+        flooder.start()
+        wait_until(lambda: sent[0] > 1000, 10, "the junk under way")
+        for name, team in teams.items():
+            team.place_fleet(ROWS if name == "alice" else COLUMNS)
+        first = watcher.wait(lambda m: m.topic == f"{P}/game/turn" and bool(m.payload), after=mark, timeout=15)
+        started, absent = time.monotonic(), first.json()["player"]
+        # nobody fires: the absent player is dropped at its first missed turn
+        watcher.wait(lambda m: m.topic == f"{P}/players/{absent}/defeated", after=mark, timeout=30)
+        took, junk_sent = time.monotonic() - started, sent[0]
+    finally:
+        stop.set()
+        flooder.join(10)
+        for team in teams.values():
+            team.conn.close()
+    turn_deadlines = {d["at"] for m in watcher.on(f"{P}/game/deadline", mark) if (d := m.json()).get("phase") == "turn"}
+    print(f"\njunk during an absent player's turn: {junk_sent} messages; the 2 s turn timed out after {took:.1f} s")
+    assert took < 2 + 2.5, f"the turn timed out after {took:.1f} s: the junk held the clock"
+    assert len(turn_deadlines) == 1, turn_deadlines  # the turn's own deadline, never pushed back

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from salvo import crypto
 from salvo.engine import Config, Publish
 from salvo.mqtt import Broker
-from salvo.referee import FLOOD_EXTENSION_MAX_S, FLOOD_PER_S, REPORTS_PER_S, ArenaRunner, FloodClock, make_arenas
+from salvo.referee import LAG_EXTENSION_MAX_S, LAG_GRACE_S, REPORTS_PER_S, ArenaRunner, LagClock, make_arenas
 
 
 class FakeClient:
@@ -62,7 +65,7 @@ def test_one_topics_flood_does_not_silence_another_teams_reports(tmp_path: Path)
 
 
 class _Turn:
-    """What FloodClock reads of a game: a running turn with a deadline."""
+    """What LagClock reads of a game: a running turn with a deadline."""
 
     game_no, turn = 1, 3
 
@@ -74,12 +77,31 @@ class _Turn:
         return 2000.0
 
 
-def test_a_flooded_window_is_given_back_whole_and_only_up_to_the_cap() -> None:
-    clock = FloodClock(1000.0)
-    clock.rejected = 2 * FLOOD_PER_S  # a flood ...
-    assert clock.due(1000.5) == 0.0  # (not over yet)
-    assert clock.due(1001.5) == 1.5  # ... seen after 1.5 s: 1.5 s given back, not 1
-    assert clock.extension(_Turn(), 1.5) == 1.5  # type: ignore[arg-type]
-    assert clock.due(1003.0) == 0.0  # a quiet window gives nothing
-    assert clock.extension(_Turn(), FLOOD_EXTENSION_MAX_S) == FLOOD_EXTENSION_MAX_S - 1.5  # type: ignore[arg-type]
-    assert clock.extension(_Turn(), 1.0) == 0.0  # type: ignore[arg-type]
+def test_only_a_measured_delay_is_given_back_once_a_turn_and_up_to_a_cap_a_game() -> None:
+    clock, turn = LagClock(), _Turn()
+    game: Any = turn  # (what LagClock reads of a Game)
+    # Probes that come back at once: no delay, whatever else arrives (junk from anyone)
+    for t in (1000.0, 1000.5, 1001.0):
+        clock.returned(clock.probe(t) or b"", t + 0.002)
+    assert clock.lag(1001.5) == pytest.approx(0.002) and not clock.holding(1001.5)
+    assert clock.extension(game, 1001.5) == 0.0
+    # The broker stops answering: the probe out counts by its age
+    token = clock.probe(1002.0)
+    assert token is not None and clock.probe(1002.5) is None  # one out at a time
+    assert not clock.holding(1002.9) and clock.holding(1003.1)  # beyond the grace the timers wait
+    assert clock.extension(game, 1005.0) == pytest.approx(3.0)
+    assert clock.extension(game, 1005.1) == 0.0  # (steps under LAG_STEP_S wait)
+    assert clock.extension(game, 1006.0) == pytest.approx(1.0)  # only what it has not had
+    clock.returned(token, 1006.0)  # back, 4 s late: nothing more for this turn
+    assert clock.extension(game, 1006.2) == 0.0
+    # the cap is per game, over all its turns
+    turn.turn = 4
+    long_stall = clock.probe(1007.0)
+    assert long_stall is not None
+    given = clock.extension(game, 1007.0 + LAG_EXTENSION_MAX_S + 50)
+    assert given == pytest.approx(LAG_EXTENSION_MAX_S - 4.0)
+    # a probe that never comes back after a (re)connect gives nothing: the clock is not trusted
+    clock.reset()
+    clock.probe(2000.0)
+    assert clock.lag(2100.0) == 0.0 and clock.extension(game, 2100.0) == 0.0
+    assert LAG_GRACE_S == 1.0

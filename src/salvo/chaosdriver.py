@@ -420,7 +420,8 @@ class Run:
         end = self.settle()
         for i in range(mark, end):
             m = self.watch.messages[i]
-            if not m.topic.endswith(("/chaos/marker", "/game/sweep")):
+            # (markers, and the first referee's own sweep and probes, are nobody's touch)
+            if not m.topic.endswith(("/chaos/marker", Topics().sweep, Topics().probe)):
                 self.found.append(Violation("touched", f"{who} published {m.topic} = {m.text[:80]!r}", i))
 
     def probe(self) -> None:

@@ -22,7 +22,7 @@ from salvo.engine import Event, Publish
 from salvo.errors import Code, Illegal, Rejection
 from salvo.loop import Loop
 from salvo.mqtt import Client
-from salvo.pacing import REPORTS_PER_S, FloodClock, RejectionLog, ReportBudget
+from salvo.pacing import REPORTS_PER_S, LagClock, RejectionLog, ReportBudget
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
 from salvo.teams import Registry
 
@@ -110,6 +110,16 @@ class LeaseSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeSeen:
+    """The referee's own probe back from the broker (LagClock), in turn
+    with the teams' messages; acknowledged like them."""
+
+    token: bytes
+    mid: int
+    qos: int
+
+
+@dataclass(frozen=True, slots=True)
 class Control:
     """An organiser's action on the arena's game from another thread (close
     the lobby, pause, resume, extra time, abort): applied on the loop's
@@ -152,7 +162,7 @@ class Dispatcher(abc.ABC):
         self._reports = ReportBudget(clock)
         self.cleared_retained = 0
         self.poisoned = 0  # messages that met a bug (see _dispatch)
-        self._flood = FloodClock(clock())
+        self._lag = LagClock()
         #: The acknowledgements of join messages whose derivation is under
         #: way, by job: sent once the join's outcome is durable (or refused).
         self._held: dict[int, list[tuple[int, int]]] = {}
@@ -225,6 +235,10 @@ class Dispatcher(abc.ABC):
             self._acks += self._held.pop(id(item.job), [])
         elif isinstance(item, LeaseSeen):
             self._check_lease(item.lease)
+        elif isinstance(item, ProbeSeen):
+            self._lag.returned(item.token, now)
+            if item.qos > 0:
+                self._acks.append((item.mid, item.qos))
         elif isinstance(item, OutConnected):
             # A reconnect: its last will may have said "down" meanwhile. (Up
             # for the first time, the presence the sweep ends with says "up".)
@@ -278,8 +292,6 @@ class Dispatcher(abc.ABC):
                     future = self._pool.submit(_team_key, self._registry, effect)
                     future.add_done_callback(self._key_callback(effect))
             elif isinstance(effect, Log):
-                if not effect.accepted:
-                    self._flood.rejected += 1
                 self.rejections.emit(effect)
 
     def _flush(self) -> None:

@@ -218,7 +218,8 @@ class _Judge:
         t, model, bad = self.t, self.model, self.bad
         topic, text = m.topic, m.text
         rel = topic[len(self.root) :]
-        if rel.endswith(INBOUND) or rel.startswith("/chaos/") or topic in (t.sweep, t.lease, t.server, t.pubkey):
+        own = (t.sweep, t.probe, t.lease, t.server, t.pubkey)  # the referee's own, not the game's
+        if rel.endswith(INBOUND) or rel.startswith("/chaos/") or topic in own:
             return
         if topic == t.errors:
             if not str(json.loads(text).get("request_id", "")).startswith("probe-"):

@@ -1,11 +1,13 @@
-"""What keeps a flood of garbage from costing an arena its game: the error
-reports it sends (ReportBudget), the lines it logs (RejectionLog), and the
-turn clock a flood would otherwise run down (FloodClock)."""
+"""What keeps a flood of garbage, or a slow or stalled broker, from costing
+an arena its game: the error reports it sends (ReportBudget), the lines it
+logs (RejectionLog), and the time given back to the teams when their
+messages were delayed on their way to the referee (LagClock)."""
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 from collections.abc import Callable
 from typing import Final
 
@@ -22,10 +24,13 @@ log = logging.getLogger("salvo.referee")
 REPORTS_PER_S: Final = 200.0
 #: Error topics with a bucket of their own at most (the longest unused go).
 REPORT_BUCKETS: Final = 1024
-#: Rejected messages per second from which an arena counts as flooded, and
-#: the most a flood may stop one turn's clock (see FloodClock).
-FLOOD_PER_S: Final = 500
-FLOOD_EXTENSION_MAX_S: Final = 300.0
+#: The delay on the way to the referee that costs nobody anything; beyond
+#: it, the running deadline is given the delay back (LagClock).
+LAG_GRACE_S: Final = 1.0
+#: The most time one game's deadlines are given back in all.
+LAG_EXTENSION_MAX_S: Final = 300.0
+#: Smaller steps are not worth a /game/deadline of their own.
+LAG_STEP_S: Final = 0.25
 #: Rejections logged line by line per window (see RejectionLog).
 REJECT_LINES: Final = 100
 REJECT_WINDOW_S: Final = 10.0
@@ -65,40 +70,69 @@ class ReportBudget:
         return allowed
 
 
-class FloodClock:
-    """While garbage floods an arena, its running turn (or placement period)
-    is stopped: every flooded second is given back to it (a journaled
-    Extend), up to FLOOD_EXTENSION_MAX_S for one turn. The broker keeps only
-    so many messages for the referee (max_queued_messages) and drops the rest,
-    a team's shots among them, so a flood could otherwise make a team lose
-    its turns; with the clock stopped, the shots its client sends again once
-    the flood is over still count (the SDK does; see docs/protocol.md)."""
+class LagClock:
+    """Time given back to a game's running deadline for what really delayed
+    its teams, and never for anything else.
 
-    def __init__(self, now: float) -> None:
-        self.rejected = 0  # in the current window
-        self._since = now
-        self._given: tuple[tuple[int, str, int], float] = ((0, "", 0), 0.0)
+    The referee sends itself a probe through the broker every half second
+    (its housekeeping round; QoS 1, read on the connection the teams' messages come in on, in turn
+    with them): its round trip is the delay a team's message has on its way
+    to the referee now, the broker's queue for the referee (a flood that
+    fills it, messages dropped) and the referee's own inbox included; a
+    probe not back yet (a broker that stopped answering, a SIGSTOP) counts
+    by its age. Beyond LAG_GRACE_S the running turn (or placement period)
+    is given that delay back, as much as it has not had yet, at most
+    LAG_EXTENSION_MAX_S in a game; and its timer waits meanwhile. Rejected
+    traffic as such gives nothing back: another team's junk that does not
+    slow the way delays nobody. Until a first probe came back after a
+    connect (a broker that does not let it through), it gives nothing.
+    """
 
-    def due(self, now: float) -> float:
-        """When a window of a second or more is over: its length if it was
-        flooded, else 0 (and a new window starts)."""
-        span = now - self._since
-        if span < 1.0:
-            return 0.0
-        flooded = self.rejected >= FLOOD_PER_S * span
-        self._since, self.rejected = now, 0
-        return span if flooded else 0.0
+    def __init__(self) -> None:
+        self._out: tuple[bytes, float] | None = None  # the probe sent and when
+        self._rtt = 0.0  # the last round trip
+        self._trusted = False  # a probe came back since the connect
+        self._turn: tuple[tuple[int, str, int], float] = ((0, "", 0), 0.0)  # given to the running turn
+        self._game: tuple[int, float] = (0, 0.0)  # given to the game
 
-    def extension(self, game: Game, flooded_s: float) -> float:
-        """The flooded time to give back to the running turn, within the cap."""
-        if game.next_deadline() is None:
+    def reset(self) -> None:
+        """A (re)connect: what was out is lost; trust comes with a new round trip."""
+        self._out, self._rtt, self._trusted = None, 0.0, False
+
+    def probe(self, now: float) -> bytes | None:
+        """A token to publish now, or None while the last one is out."""
+        if self._out is not None:
+            return None
+        token = os.urandom(8).hex().encode()
+        self._out = (token, now)
+        return token
+
+    def returned(self, token: bytes, now: float) -> None:
+        if self._out is not None and token == self._out[0]:
+            self._rtt, self._out, self._trusted = now - self._out[1], None, True
+
+    def lag(self, now: float) -> float:
+        """The delay a team's message has on its way now (0 until trusted)."""
+        if not self._trusted:
             return 0.0
-        key = (game.game_no, game.phase.value, game.turn)
-        given = self._given[1] if self._given[0] == key else 0.0
-        extra = min(flooded_s, FLOOD_EXTENSION_MAX_S - given)
-        if extra <= 0:
+        return max(self._rtt, now - self._out[1] if self._out is not None else 0.0)
+
+    def holding(self, now: float) -> bool:
+        """Messages are late: the game's timers wait."""
+        return self.lag(now) > LAG_GRACE_S
+
+    def extension(self, game: Game, now: float) -> float:
+        """The delay to give back to the running deadline now (0: none)."""
+        lag = self.lag(now)
+        if lag <= LAG_GRACE_S or game.next_deadline() is None:
             return 0.0
-        self._given = (key, given + extra)
+        turn = (game.game_no, game.phase.value, game.turn)
+        given = self._turn[1] if self._turn[0] == turn else 0.0
+        in_game = self._game[1] if self._game[0] == game.game_no else 0.0
+        extra = min(lag - given, LAG_EXTENSION_MAX_S - in_game)
+        if extra < LAG_STEP_S:
+            return 0.0
+        self._turn, self._game = (turn, given + extra), (game.game_no, in_game + extra)
         return extra
 
 

@@ -42,12 +42,12 @@ from salvo.dispatch import SETTLE_MAX, Fatal, Journal, Stop
 from salvo.loop import Loop
 from salvo.mqtt import Broker
 from salvo.pacing import (
-    FLOOD_EXTENSION_MAX_S,
-    FLOOD_PER_S,
+    LAG_EXTENSION_MAX_S,
+    LAG_GRACE_S,
     REJECT_LINES,
     REJECT_WINDOW_S,
     REPORTS_PER_S,
-    FloodClock,
+    LagClock,
     RejectionLog,
     emit,
 )
@@ -58,8 +58,8 @@ from salvo.store import Store, StoreFailure
 from salvo.teams import Registry
 
 __all__ = [
-    "FLOOD_EXTENSION_MAX_S",
-    "FLOOD_PER_S",
+    "LAG_EXTENSION_MAX_S",
+    "LAG_GRACE_S",
     "REJECT_LINES",
     "REJECT_WINDOW_S",
     "REPORTS_PER_S",
@@ -68,8 +68,8 @@ __all__ = [
     "SETTLE_MAX",
     "ArenaRunner",
     "Fatal",
-    "FloodClock",
     "Journal",
+    "LagClock",
     "Referee",
     "RejectionLog",
     "Stop",

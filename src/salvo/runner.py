@@ -39,6 +39,7 @@ from salvo.dispatch import (
     LeaseSeen,
     Message,
     OutConnected,
+    ProbeSeen,
     Stop,
 )
 from salvo.loop import Handle, Loop
@@ -72,7 +73,7 @@ EXTEND_AFTER_S: Final = 0.5
 #: DISCONNECT may take to be written. A signal ends the process within 2 s.
 DOWN_WAIT_S: Final = 0.8
 CLOSE_WAIT_S: Final = 0.2
-#: How often the flood clock and the rejection log's window are looked at.
+#: How often the lag clock sends its probe and the rejection log's window is looked at.
 HOUSEKEEPING_S: Final = 0.5
 
 #: A runner's two connections, as log lines name them.
@@ -213,6 +214,9 @@ class ArenaRunner(Dispatcher):
         # retained inbound message would be re-read at every resubscribe).
         # Which referee holds the arena: watched for as long as this one runs.
         client.subscribe(self.arena.topics.lease, 0)
+        # Its own probe, at QoS 1 like the teams' messages: the same queue at
+        # the broker, the same way in (pacing.LagClock).
+        client.subscribe(self.arena.topics.probe, 1)
         filters = self.arena.topics.inbound_filters
         if self.client.mqtt5:
             client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
@@ -293,6 +297,9 @@ class ArenaRunner(Dispatcher):
             topic = msg._topic.decode("utf-8", "replace")
         if topic == self.arena.topics.lease:
             self._high.append(LeaseSeen(bytes(msg.payload)))
+            return
+        if topic == self.arena.topics.probe:
+            self._high.append(ProbeSeen(bytes(msg.payload), msg.mid, msg.qos))
             return
         if self._sweep.take(topic, msg):
             return
@@ -425,7 +432,9 @@ class ArenaRunner(Dispatcher):
     def _housekeeping(self) -> None:
         now = self._clock()
         self.rejections.roll(now)
-        if (flooded := self._flood.due(now)) and (extension := self._flood.extension(self.arena.game, flooded)):
+        if self._state is _State.UP and (token := self._lag.probe(now)) is not None:
+            self.out.publish(self.arena.topics.probe, token, qos=1)
+        if extension := self._lag.extension(self.arena.game, now):
             self._execute(self.arena.extend(extension, now))
             self._flush()
             self._arm_timer()
@@ -473,6 +482,7 @@ class ArenaRunner(Dispatcher):
         self._execute(list(self.arena.presence()))
         self._flush()
         self._connected_at = self._clock()
+        self._lag.reset()
         self._state = _State.UP
         self.connected.set()
         if self._lost_at is not None:
@@ -520,6 +530,8 @@ class ArenaRunner(Dispatcher):
         if deadline is None or now < deadline:
             return False
         if not self.connected.is_set() or now < self._connected_at + TIMER_GRACE_S:
+            return False
+        if self._lag.holding(now):  # the teams' messages are late on their way: they come first
             return False
         return not (self._high or self._low or self._sub.has_input()) or now >= deadline + TIMER_GRACE_S
 

@@ -148,6 +148,10 @@ class Topics:
         self.players_count = f"{self._players}/count"
         #: The referee's own marker at the end of its start-up sweep (not retained).
         self.sweep = f"{self._game}/sweep"
+        #: The referee's own probe through the broker (pacing.LagClock; not
+        #: retained): outside /game/, which everybody reads; only the
+        #: referee's login reads or writes it (the ACL gives teams nothing there).
+        self.probe = f"{root}/referee/probe"
         self._players_slash = self._players + "/"
         self._stats_players = f"{self._game}/stats/players/"
         #: each game-wide topic to its (shared, immutable) route
