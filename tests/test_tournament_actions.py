@@ -20,6 +20,7 @@ from salvo.tournament.director import Director
 from salvo.tournament.scoring import GameResult
 from salvo.tournament.state import Live, State
 
+from kit import COLUMNS, ROWS
 from mosquitto import Mosquitto
 
 
@@ -255,3 +256,54 @@ def test_health_reports_a_stuck_loop(broker: Mosquitto, tmp_path: Path, prefix: 
     finally:
         d.close()
     assert "stopping" in d.health()["reason"]
+
+
+def test_a_game_ended_without_a_result_while_away_is_played_again(
+    broker: Mosquitto, tmp_path: Path, prefix: str
+) -> None:
+    """The walkthrough's crash loop: a tournament game in progress, the
+    evening switched to free play with SALVO_FRESH and back; the director,
+    taking its arena over from the free-play referee, abandons that game in
+    its journal, then its adoption took the abandoned game for a played one
+    (no places: a TypeError at every start, Docker restarting it for ever,
+    `tournament status` crashing too). Now it counts for nothing and the
+    pair plays again."""
+    from nacl.public import PrivateKey
+
+    from salvo.engine import Abandon, Config
+    from salvo.referee import make_arenas
+    from salvo.store import Store
+
+    from kit import Driver
+
+    store = Store(tmp_path / "referee.db")
+    (arena,) = make_arenas([prefix], Config(), None, PrivateKey.generate(), store)
+    drive = Driver(prefix=prefix)
+    drive.game = arena.game
+
+    def send(event: Any) -> Any:  # the referee's way: the engine, then the journal
+        game_no = arena.game.game_no
+        result = arena.game.handle(event)
+        store.record(prefix, game_no, event)
+        return result
+
+    drive.send = send  # type: ignore[assignment,method-assign]
+    drive.start({"a": ROWS, "d": COLUMNS})  # a turn under way
+    game_id = arena.game.game_id
+    drive.ok(Abandon("salvo referee: taken over from a free-play referee", drive.now))
+    store.settle()
+    state = State("round-robin", 3, ["a", "b", "c", "d"])
+    state.draw()
+    fixture = next(i for i, f in enumerate(state.fixtures) if set(f.teams) == {"a", "d"})
+    state.live[prefix] = Live(fixture, prefix, drive.now - 60, game_id=game_id)
+    d = director(broker, tmp_path, state, prefix)
+    d.store = store
+    try:
+        d.adopt()
+        (result,) = d.state.results
+        assert (result.status, result.counts, result.termination) == ("aborted", False, "abandoned")
+        assert fixture in d.state.pending()  # played again
+        assert d.status()["standings"][0]["played"] == 0  # the status and the standings work (they crashed)
+    finally:
+        d.close()
+        store.close()

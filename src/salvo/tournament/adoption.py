@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from salvo.events import Termination
 from salvo.tournament.scoring import GameResult
 
 if TYPE_CHECKING:
@@ -52,8 +53,16 @@ def adopt(d: Director) -> list[str]:
         d.roster[arena] = set(fixture.teams)
         summary = journal_game(d, arena, live)
         if summary is not None and summary.over:
-            d.record(arena, _from_journal(summary, fixture.round, arena, fixture.teams, live.fixture))
-            log.info("round %d: %s ended in %s while the director was away", fixture.round, fixture.teams, arena)
+            result = _from_journal(summary, fixture.round, arena, fixture.teams, live.fixture)
+            d.record(arena, result)
+            log.info(
+                "round %d: %s ended in %s while the director was away (%s)%s",
+                fixture.round,
+                fixture.teams,
+                arena,
+                summary.termination,
+                "" if result.counts else "; it is played again",
+            )
             continue
         if summary is not None and summary.game_id and summary.termination not in ("lobby", ""):
             live.game_id, live.started = summary.game_id, summary.started
@@ -76,7 +85,30 @@ def adopt(d: Director) -> list[str]:
     return adopted
 
 
+#: How a game the referee ended with a result ends (events.Termination).
+RESULTS = frozenset(t.value for t in Termination)
+
+
 def _from_journal(summary: Any, round_no: int, arena: str, teams: list[str], fixture: int) -> GameResult:
+    """The result the journal holds; a game that ended without one (ended
+    by another referee taking the arena over, aborted, its lobby closed)
+    counts for nothing and is played again, like an aborted one."""
+    if summary.termination not in RESULTS:
+        return GameResult(
+            round_no,
+            arena,
+            list(teams),
+            None,
+            {},
+            fixture=fixture,
+            status="aborted",
+            game_id=summary.game_id,
+            journal_game=summary.game_no,
+            started=summary.started,
+            ended=summary.ended,
+            termination=summary.termination,
+            note=f"ended without a result while the director was away: {summary.termination}",
+        )
     return GameResult(
         round_no,
         arena,

@@ -61,8 +61,9 @@ class GameResult:
             return len(self.players) + 1
         if team in self.places:
             return self.places[team]
-        if "place" in self.stats.get(team, {}):
-            return int(self.stats[team]["place"])
+        place = self.stats.get(team, {}).get("place")
+        if isinstance(place, int):  # (a game ended without places has none)
+            return place
         if self.winner is None:
             return 1
         return 1 if self.winner == team else 2
