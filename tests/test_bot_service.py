@@ -376,3 +376,26 @@ def test_an_unknown_mode_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("SALVO_MODE", "league")
     result = CliRunner().invoke(main, ["bot", "--name", "alice", "--secret", "s"])
     assert result.exit_code == 2 and "'league' is not one of 'free-play', 'tournament'" in result.output
+
+
+def test_a_house_bot_waits_for_the_next_tournament_instead_of_exiting(
+    broker: Mosquitto, bots: Callable[..., Bot], prefix: str, start_referee: RefereeFactory
+) -> None:
+    """A container's bot that exits when the tournament is done is started
+    again and again by Docker (the walkthrough saw 7 restarts in 10 s). With
+    --after-tournament wait it stays, and plays the next night's games."""
+    start_referee()
+    watch = Recorder(broker, "referee", [f"/{prefix}/players/list"])
+    topic = "/tournament/assignments/dave"
+    try:
+        watch.publish(topic, json.dumps({"done": True}), retain=True)
+        args = ["--name", "dave", "--secret", "dave-secret-for-tests", "--mode", "tournament"]
+        bot = bots(*args, "--broker", broker.url("dave"), "--log-level", "info", SALVO_BOT_AFTER_TOURNAMENT="wait")
+        bot.wait_line(lambda line: "the tournament is done; waiting for the next one" in line, what="waiting")
+        assert bot.proc.poll() is None  # still there
+        mark = watch.mark()
+        watch.publish(topic, json.dumps({"id": "n2-1", "round": 1, "arena": prefix, "opponents": ["x"]}), retain=True)
+        watch.wait(lambda m: b"dave" in m.payload, after=mark, timeout=30)  # joined the next night's game
+    finally:
+        watch.publish(topic, "", retain=True)
+        watch.close()

@@ -124,7 +124,9 @@ def test_a_missing_password_is_said_plainly(night_broker: Mosquitto, tmp_path: P
 def test_free_play_clears_a_finished_tournaments_display(night_broker: Mosquitto, tmp_path: Path) -> None:
     """After the tournament, free play: the projector leaves the champion
     screen (the standings said done and stayed retained for ever). A
-    tournament not done keeps its topics."""
+    tournament not done keeps its table; but no assignment stays, or a
+    team's --tournament client would play a free-play game as its
+    tournament game (the walkthrough's teams did, and counted it)."""
     env = _env(night_broker, tmp_path / "data")
     watch = Recorder(Broker.from_url(night_broker.url("referee")), ["/tournament/#", "/arena1/game/server"])
     try:
@@ -138,12 +140,14 @@ def test_free_play_clears_a_finished_tournaments_display(night_broker: Mosquitto
         finally:
             proc.terminate()
             proc.communicate(timeout=10)
-        # a tournament under way (paused for free play) keeps its standings
+        # a tournament under way (left for free play) keeps its standings, not its assignments
         mark = watch.mark()
         watch.publish("/tournament/standings", '{"done": false, "table": []}', retain=True)
+        watch.publish("/tournament/assignments/ada", '{"id": "3-2", "round": 2, "arena": "arena1"}', retain=True)
         proc = _night(env, "run")
         try:
             watch.wait_for("/arena1/game/server", "up", after=mark, timeout=30)
+            watch.wait(lambda m: m.topic == "/tournament/assignments/ada" and not m.payload, after=mark, timeout=10)
             watch.sync("/tournament/marker")
             assert watch.text("/tournament/standings") == '{"done": false, "table": []}'
         finally:

@@ -58,6 +58,15 @@ STOP_GRACE_S = 1.5
     help="Play wherever /tournament/assignments/NAME says, until the tournament is done (--mode tournament;"
     " wins over --mode).",
 )
+@click.option(
+    "--after-tournament",
+    type=click.Choice(["exit", "wait"]),
+    default="exit",
+    show_default=True,
+    envvar="SALVO_BOT_AFTER_TOURNAMENT",
+    help="(tournament) When it is done: exit, or wait for the next tournament's assignments (a house bot:"
+    " a container would otherwise be started again and again).",
+)
 @log_level_option
 def bot(
     broker: str,
@@ -72,6 +81,7 @@ def bot(
     seed: int | None,
     plain: bool,
     follow: bool,
+    after_tournament: str,
     log_level: str,
 ) -> None:
     """Play as one team with a built-in strategy.
@@ -112,9 +122,15 @@ def bot(
                 from salvo.tournament import follow as follow_tournament
 
                 n = follow_tournament(
-                    target, name, secret, lambda: make_strategy(strategy, seed), on_game=report, client=client
+                    target,
+                    name,
+                    secret,
+                    lambda: make_strategy(strategy, seed),
+                    on_game=report,
+                    client=client,
+                    wait_after_done=after_tournament == "wait",
                 )
-                click.echo(f"tournament done: {n} games played")
+                click.echo(f"tournament done: {n} games played by this bot since it started")
             else:
                 play_on(client, make_strategy(strategy, seed), games, report)
         except ConnectionError as exc:  # the client was closed: by a signal, or something went wrong

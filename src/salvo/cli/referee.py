@@ -180,7 +180,7 @@ def referee(
         unbound_fire=allow_unbound_fire,
     )
     bootstrap.claim(target, games, store, fresh=fresh, role=FREE_PLAY)
-    _clear_a_finished_tournament(target)
+    _clear_the_tournaments_topics(target)
     try:
         registry = bootstrap.load_registry(teams) if teams is not None else None
         service = Referee(
@@ -197,16 +197,15 @@ def referee(
         store.close()
 
 
-def _clear_a_finished_tournament(broker: Broker) -> None:
-    """Free play after the tournament: its finished standings leave the
-    room's pages (salvo.tournament.night.clear_finished)."""
-    from salvo.tournament.night import clear_finished
+def _clear_the_tournaments_topics(broker: Broker) -> None:
+    """Free play: no tournament game is on (salvo.tournament.night.clear_for_free_play)."""
+    from salvo.tournament.night import clear_for_free_play
 
     log = logging.getLogger("salvo.referee")
     try:
-        cleared = clear_finished(broker)
+        cleared = clear_for_free_play(broker)
     except (TimeoutError, PermissionError) as exc:
-        log.warning("could not check for a finished tournament's topics: %s", exc)
+        log.warning("could not clear the tournament's assignments for free play: %s", exc)
         return
     if cleared:
-        log.info("the tournament on this broker is over: cleared its %d topics for free play", len(cleared))
+        log.info("free play: cleared %d tournament topics (%s)", len(cleared), ", ".join(cleared[:3]))

@@ -66,6 +66,8 @@ def adopt(d: Director) -> list[str]:
             continue
         if summary is not None and summary.game_id and summary.termination not in ("lobby", ""):
             live.game_id, live.started = summary.game_id, summary.started
+        # Told again: free play meanwhile (or an organiser) may have cleared it.
+        d.tell_assignment(arena)
         adopted.append(arena)
         log.info("round %d: %s carries on in arena %s", fixture.round, " vs ".join(fixture.teams), arena)
     d.save()

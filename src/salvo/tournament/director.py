@@ -243,21 +243,23 @@ class Director:
                 return
             fixture = self.state.fixtures[pick]
             self._seat(arena, len(fixture.teams))
-            self.state.live[arena] = Live(pick, arena, time.time())
+            self.state.live[arena] = Live(pick, arena, time.time(), assignment_id=f"{pick}-{len(self.state.results)}")
             self.save()
             self.roster[arena] = set(fixture.teams)
-            for team in fixture.teams:
-                others = [t for t in fixture.teams if t != team]
-                body: dict[str, Any] = {
-                    "id": f"{pick}-{len(self.state.results)}",
-                    "round": fixture.round,
-                    "arena": arena,
-                    "opponents": others,
-                }
-                if len(others) == 1:
-                    body["opponent"] = others[0]
-                self.tell(team, body)
+            self.tell_assignment(arena)
             log.info("round %d: %s in arena %s", fixture.round, " vs ".join(fixture.teams), arena)
+
+    def tell_assignment(self, arena: str) -> None:
+        """Tell the teams of the fixture live in ``arena`` to play there (again,
+        for a director taking its games back: the same id)."""
+        live = self.state.live[arena]
+        fixture = self.state.fixtures[live.fixture]
+        for team in fixture.teams:
+            others = [t for t in fixture.teams if t != team]
+            body: dict[str, Any] = {"id": live.told_id(), "round": fixture.round, "arena": arena, "opponents": others}
+            if len(others) == 1:
+                body["opponent"] = others[0]
+            self.tell(team, body)
 
     def _send_intruders_away(self, arena: str) -> None:
         """An arena no fixture holds whose lobby has players: nobody put

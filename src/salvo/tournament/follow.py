@@ -39,8 +39,11 @@ def follow(
     username: str | None = None,
     password: str | None = None,
     client: SalvoClient | None = None,
+    wait_after_done: bool = False,
 ) -> int:
     """Play every game assigned to ``name``; the number of games played.
+    With ``wait_after_done`` (a house bot, a service) the end of one
+    tournament is not the end: it waits for the next one's assignments.
 
     One connection does it all, the whole evening: it reads the assignment
     and moves from arena to arena (:meth:`SalvoClient.enter`). ``client``
@@ -68,7 +71,11 @@ def follow(
             if job.get("done"):
                 if job.get("refused") or job.get("withdrawn"):
                     log.warning("%s: %s", name, job.get("refused") or "withdrawn from the tournament")
-                return len(played)
+                if not wait_after_done:
+                    return len(played)
+                told = _DONE  # until the topic says something else: another night
+                log.info("%s: the tournament is done; waiting for the next one", name)
+                continue
             if "waiting" in job:
                 told = str(job["waiting"])
                 log.warning("%s: %s", name, told)
@@ -101,6 +108,10 @@ def _latest_fresh(me: SalvoClient, topic: str, played: set[str], told: str | Non
     return _fresh(me.latest(topic), played, told)
 
 
+#: What ``told`` holds once a tournament said done (follow's wait_after_done).
+_DONE = "\0done"
+
+
 def _fresh(payload: bytes | None, played: set[str], told: str | None) -> bool:
     if not payload:
         return False
@@ -111,7 +122,7 @@ def _fresh(payload: bytes | None, played: set[str], told: str | None) -> bool:
     if not isinstance(job, dict):
         return False
     if job.get("done"):
-        return True
+        return told != _DONE
     if "waiting" in job:
         return str(job["waiting"]) != told
     return isinstance(job.get("round"), int) and isinstance(job.get("arena"), str) and _key(job) not in played

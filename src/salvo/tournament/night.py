@@ -86,20 +86,21 @@ def hold(
     return rows
 
 
-def clear_finished(broker: Broker) -> list[str]:
-    """Free play after a tournament: when ``/tournament/standings`` says the
-    tournament is done, clear every tournament topic the broker keeps
-    (standings, schedule, assignments), so that the room's pages show free
-    play again instead of the champion for ever. A tournament still under
-    way (paused, or left for free play on purpose) keeps them. The topics
-    cleared, in order."""
+def clear_for_free_play(broker: Broker) -> list[str]:
+    """Free play takes the arenas: no tournament game is on. Every team's
+    assignment goes (a team's ``--tournament`` client would otherwise join
+    a free-play game as its tournament game); when /tournament/standings
+    says the tournament is done, its standings and schedule go too, so that
+    the room's pages show free play instead of the champion for ever. An
+    unfinished tournament keeps its table; its director, back, tells the
+    teams again where to play. The topics cleared, in order."""
     t = TournamentTopics
     found = read_retained(broker, list(t.public_filters()), t.marker)
     try:
         done = json.loads(found.get(t.standings, b"{}")).get("done") is True
     except (ValueError, AttributeError):
         done = False
-    if not done:
-        return []
-    clear_retained(broker, sorted(found))
-    return sorted(found)
+    cleared = sorted(topic for topic in found if done or topic not in (t.standings, t.schedule))
+    if cleared:
+        clear_retained(broker, cleared)
+    return cleared

@@ -36,6 +36,12 @@ class Live:
     #: the referee's /game/id once the game left the lobby
     game_id: str | None = None
     started: float | None = None
+    #: what the teams were told (/tournament/assignments/TEAM's "id"): new for
+    #: every assignment, the same when a restarted director tells them again
+    assignment_id: str = ""
+
+    def told_id(self) -> str:
+        return self.assignment_id or f"{self.fixture}-{int(self.assigned_at)}"  # (state files from before)
 
 
 @dataclass
