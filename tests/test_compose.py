@@ -161,6 +161,7 @@ def test_bind_mounts_put_data_where_the_guide_says() -> None:
     for name in SALVO_SERVICES:
         svc = COMPOSE["services"][name]
         assert svc["volumes"] == ["./data:/srv/salvo/data"], name  # the image's working directory's data/
+        assert svc["init"] is True, name  # salvo is never PID 1 (which ignores an early SIGTERM)
         paths = [str(v) for v in svc.get("environment", {}).values() if str(v).startswith("data/")]
         assert all(not p.startswith("/") for p in paths)
 

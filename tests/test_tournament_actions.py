@@ -287,7 +287,7 @@ def test_a_game_ended_without_a_result_while_away_is_played_again(
         store.record(prefix, game_no, event)
         return result
 
-    drive.send = send  # type: ignore[assignment,method-assign]
+    drive.send = send  # type: ignore[method-assign]
     drive.start({"a": ROWS, "d": COLUMNS})  # a turn under way
     game_id = arena.game.game_id
     drive.ok(Abandon("salvo referee: taken over from a free-play referee", drive.now))

@@ -26,6 +26,7 @@ restarts, only one whose last exit was non-zero):
 from __future__ import annotations
 
 import os
+import signal
 import ssl
 import time
 import urllib.error
@@ -81,6 +82,7 @@ def run(mode: str, health_file: Path) -> None:
     from salvo.cli.referee import referee
     from salvo.cli.tournament import run as tournament_run
 
+    _stop_at_once_until_running()
     os.environ["SALVO_HEALTH_FILE"] = str(health_file)  # the command below reads it
     command, args = (referee, []) if mode == "free-play" else (tournament_run, ["--keep-serving"])
     try:
@@ -107,6 +109,19 @@ def run(mode: str, health_file: Path) -> None:
         raise SystemExit(ExitCode.OK) from None
     if common.signalled is not None:
         raise SystemExit(128 + common.signalled.value)
+
+
+def _stop_at_once_until_running() -> None:
+    """A container's PID 1 ignores SIGTERM unless it handles it: a `docker
+    compose stop` in the first moments (before the referee installs its own
+    handlers, which stop it cleanly) waited 10 s and ended in SIGKILL. Until
+    then nothing is published, so stopping at once loses nothing."""
+
+    def now(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, now)
 
 
 @night.command("health")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from salvo.mqtt import Broker
+    from salvo.tournament.scoring import Row
 
 _STATE: dict[str, Any] = {
     "type": click.Path(dir_okay=False, path_type=Path),
@@ -268,28 +269,19 @@ def run(
             registered=lambda: sorted(registry.teams),
         )
 
-        stopped = None
-
         def started() -> None:
-            nonlocal server, stopped
-            stopped = stop_on_signals(director.stop.set)
+            nonlocal server
+            stop_on_signals(director.stop.set)
             if console is not None:
-                # The projector counts a game in progress from its start: the
-                # journal has every salvo, the broker retains only the last.
-                from salvo.journaltools import heard_so_far
+                server = _start_console(director, target, *console)
 
-                server = _start_console(director, target, *console, history=lambda: heard_so_far(store, prefixes))
-
-        rows = night.hold(director, service, on_started=started)
-        if rows is not None:
+        def finished(rows: list[Row]) -> None:
             click.echo(night.ranking_text(rows))
-            if keep_serving and stopped is not None:
+            if keep_serving:
                 click.echo("the tournament is over: serving the console and the projector until stopped", err=True)
-                from salvo.resume import write_health
+                director.linger()
 
-                while not stopped.wait(1.0):  # the referee has stopped: say the service is still well
-                    if health_file is not None:
-                        write_health(health_file, "ok: the tournament is over")
+        rows = night.hold(director, service, on_started=started, on_done=finished)
     finally:
         if server is not None:
             server.close()

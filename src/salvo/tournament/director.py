@@ -206,6 +206,17 @@ class Director:
             self._wait(self.rec.received)
         return None
 
+    def linger(self) -> None:
+        """After the night (its final ranking), until stopped: keep answering
+        the organiser (status, a correction, the exports) while the console
+        and the projector serve the champion."""
+        while not self.stop.is_set():
+            self.ticked = time.monotonic()
+            self._serve_requests()
+            with self._lock:
+                self.spool.serve(self)
+            self._wait(self.rec.received)
+
     def _wait(self, seen: int) -> None:
         """Until a message comes, a control is asked for or a stop (at most 0.5 s)."""
         self.rec.wait_until(lambda: self.rec.received != seen or self.stop.is_set() or not self._requests.empty(), 0.5)

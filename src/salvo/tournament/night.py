@@ -63,6 +63,7 @@ def hold(
     service: Referee,
     *,
     on_started: Callable[[], object] = lambda: None,
+    on_done: Callable[[list[Row]], object] = lambda _rows: None,
     connect_timeout: float = 30.0,
 ) -> list[Row] | None:
     """Run the night with its referee until every game is played: the final
@@ -78,6 +79,8 @@ def hold(
     rows: list[Row] | None = None
     try:
         rows = director.run()
+        if rows is not None:
+            on_done(rows)  # (the director still answers, the referee still runs)
     except KeyboardInterrupt:
         director.stop.set()
     finally:
