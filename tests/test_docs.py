@@ -72,6 +72,7 @@ TOPICS = Topics()
 DOCUMENTED = {
     TOPICS.server,
     TOPICS.pubkey,
+    TOPICS.lease,
     TOPICS.game_id,
     TOPICS.state,
     TOPICS.deadline,

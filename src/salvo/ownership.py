@@ -143,13 +143,19 @@ def verdict(
     if role == TOURNAMENT and seen.lease is not None and seen.lease.role == FREE_PLAY:
         return None  # the evening switched from free play to the tournament
     if seen.game_id != game_id:
-        held = f" by a {seen.lease.role} referee" if seen.lease is not None and seen.lease.role else ""
+        other = seen.lease.role if seen.lease is not None and seen.lease.role else ""
+        held = f" by a {other} referee" if other else ""
+        why = (
+            f"the evening was switched from the {other} mode in the middle of that game"
+            if other and role and other != role
+            else "was the file emptied, replaced or deleted, or is it another referee's? Restore it (see"
+            " docs/reliability.md)"
+        )
         return (
             f"arena {name}: the broker shows a game in progress{held}"
             f" (game {seen.game_id or '?'}, state {seen.state},"
-            f" players {seen.players}) that {state_file} does not hold (it plays game {game_id}): was the file"
-            " emptied, replaced or deleted, or is it another referee's? Restore it (see docs/reliability.md), or"
-            " start with --fresh (SALVO_FRESH=1) to end that game and begin a new one on purpose"
+            f" players {seen.players}) that {state_file} does not hold (it plays game {game_id}): {why}."
+            " To end that game and begin a new one on purpose: --fresh (SALVO_FRESH=1)"
         )
     return None
 

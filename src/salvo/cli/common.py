@@ -207,8 +207,10 @@ def check_acl(acl: Path | None, prefixes: list[str]) -> None:
     if missing:
         raise click.UsageError(
             f"the broker's ACL {acl} opens {', '.join(opened) or 'no arena'} to teams, not {', '.join(missing)}:"
-            " teams could not play there. Run only the arenas it opens, or open these too"
-            f" (salvo teams acl --arenas {','.join(prefixes)} --passwd PASSWD --acl {acl}, then SIGHUP the broker)"
+            " teams could not play there. Run only the arenas it opens, or open these too: with compose,"
+            " docker compose run --rm salvo teams acl (it reads SALVO_ARENAS), then docker compose kill -s HUP"
+            f" mosquitto; natively, salvo teams acl --arenas {','.join(p or '-' for p in prefixes)} --passwd"
+            f" PASSWD --acl {acl}, then SIGHUP mosquitto"
         )
 
 

@@ -89,7 +89,8 @@ def run(mode: str, health_file: Path) -> None:
         if os.environ.get("SALVO_USERNAME") and not os.environ.get("SALVO_PASSWORD"):
             raise click.UsageError(
                 f"SALVO_PASSWORD is empty: the referee cannot log in as {os.environ['SALVO_USERNAME']!r}. Put its"
-                " password in .env (docker compose run --rm -T salvo teams referee prints a new one)"
+                " password in .env (docker compose run --rm -T salvo teams referee prints a new one; then"
+                " docker compose kill -s HUP mosquitto, so that the broker knows it)"
             )
         try:
             command.main(args=args, prog_name=f"salvo night run ({mode})", standalone_mode=False)
