@@ -273,7 +273,11 @@ def run(
             nonlocal server
             stop_on_signals(director.stop.set)
             if console is not None:
-                server = _start_console(director, target, *console)
+                # The projector counts a game in progress from its start: the
+                # journal has every salvo, the broker retains only the last.
+                from salvo.journaltools import heard_so_far
+
+                server = _start_console(director, target, *console, history=lambda: heard_so_far(store, prefixes))
 
         def finished(rows: list[Row]) -> None:
             click.echo(night.ranking_text(rows))
