@@ -6,17 +6,23 @@ story; the flood figures come from tests/test_webserver_floods.py."""
 
 from __future__ import annotations
 
+import collections
+import socket
 from collections.abc import Iterator
 
 import pytest
 
+from console_fake import FakeDirector
+from salvo.console import Console
 from salvo.mqtt import Broker
 from salvo.spectate import SpectatorServer
 
 from conftest import RefereeFactory
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
-from webkit import SSE, on
+from webkit import SSE, connect, on
+
+PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
@@ -61,3 +67,63 @@ def test_a_flood_of_error_reports_reaches_no_stream(
         if stream is not None:
             stream.close()
         server.close()
+
+
+# -- 3. the login hold-off, bypassed by guessing all at once ---------------------------------------
+
+
+def _status(sock: socket.socket) -> int:
+    """The status code of the answer on ``sock`` (its first line)."""
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(64)
+        assert chunk, "the connection closed without an answer"
+        head += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+def test_guesses_sent_at_once_are_held_off_like_one_after_the_other() -> None:
+    """60 guesses from one address, every one in the console's hands before
+    any is judged (their heads sent, their bodies held back); the right
+    password is guess 50. Five are judged, the other 55 held off (before: 59
+    wrong ones judged and the 50th logged in)."""
+    guesses = [PASSWORD if i == 49 else f"guess number {i}" for i in range(60)]
+    with Console(FakeDirector(), "127.0.0.1", 0, PASSWORD) as console:
+        socks = [connect(console.port) for _ in guesses]
+        try:
+            bodies = [f"password={g.replace(' ', '+')}".encode() for g in guesses]
+            for sock, body in zip(socks, bodies, strict=True):
+                sock.sendall(
+                    b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                )
+            # Each is in its handler now, past the hold-off's first look, waiting for its body.
+            tasks = console.server.server_state.tasks
+            wait_until(lambda: len(tasks) == len(guesses), what="every guess in the console's hands")
+            for sock, body in zip(socks[:49], bodies[:49], strict=True):
+                sock.sendall(body)
+            first = [_status(sock) for sock in socks[:49]]
+            for sock, body in zip(socks[49:], bodies[49:], strict=True):
+                sock.sendall(body)
+            rest = [_status(sock) for sock in socks[49:]]
+        finally:
+            for sock in socks:
+                sock.close()
+    assert collections.Counter(first) == {401: 5, 429: 44}, collections.Counter(first)
+    assert rest == [429] * 11, rest  # the right password among them: no session
+
+
+def test_the_right_password_gives_its_attempt_back() -> None:
+    """The organiser logging in from several browsers is not held off: only
+    attempts that were wrong stay counted."""
+    from starlette.testclient import TestClient
+
+    from salvo.console import create_app
+
+    with TestClient(create_app(FakeDirector(), PASSWORD, secure=False, login_delay_s=0)) as client:
+        for _ in range(4):
+            assert client.post("/login", data={"password": "a guess"}).status_code == 401
+        for _ in range(10):
+            assert client.post("/login", data={"password": PASSWORD}, follow_redirects=False).status_code == 303
+        assert client.post("/login", data={"password": "a guess"}).status_code == 401  # the fifth wrong one
+        assert client.post("/login", data={"password": PASSWORD}, follow_redirects=False).status_code == 429

@@ -88,6 +88,13 @@ def _client(request: Request) -> str:
     return request.client.host if request.client else "?"
 
 
+def _held_off(state: _State, client: str) -> Response:
+    """429: ``client`` has used up its password attempts for now."""
+    retry = int(state.limiter.wait(client)) + 1
+    page = state.pages.login(f"Too many wrong passwords: try again in {retry} s.")
+    return HTMLResponse(page.body, 429, {**page.headers, "Retry-After": str(retry)})
+
+
 def _foreign_origin(request: Request) -> bool:
     """A browser names the page a POST comes from; it must be this site."""
     origin = request.headers.get("origin")
@@ -141,20 +148,24 @@ def create_app(
         client = _client(request)
         if _foreign_origin(request):
             return _error(403, "csrf", "log in from the console's own page")
-        wait = state.limiter.wait(client)
-        if wait > 0:
-            page = state.pages.login(f"Too many wrong passwords: try again in {int(wait) + 1} s.")
-            return HTMLResponse(page.body, 429, {**page.headers, "Retry-After": str(int(wait) + 1)})
+        if state.limiter.wait(client) > 0:  # at once: no need to read the body
+            return _held_off(state, client)
         body = await _body(request)
         if body is None:
             return _error(413, "too-large", f"a login is under {MAX_BODY} bytes")
         form = parse_qs(body.decode("utf-8", errors="replace"))
+        # The attempt counts before it is judged, with nothing awaited in
+        # between: guesses sent at once all passed the check above while
+        # their bodies came, and each would have been judged.
+        attempt = state.limiter.take(client)
+        if attempt is None:
+            return _held_off(state, client)
         if not state.password.matches(form.get("password", [""])[0]):
-            state.limiter.failed(client)
             log.warning("console: a wrong password from %s", client)
             await asyncio.sleep(state.login_delay_s)
             page = state.pages.login("Wrong password.")
             return HTMLResponse(page.body, 401, page.headers)
+        state.limiter.succeeded(client, attempt)
         session = state.sessions.open()
         log.info("console: %s logged in", client)
         response = RedirectResponse("/", 303, security_headers())
