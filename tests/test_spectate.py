@@ -443,7 +443,7 @@ def test_one_address_cannot_take_every_stream() -> None:
 def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypatch: pytest.MonkeyPatch) -> None:
     import salvo.webserver
 
-    monkeypatch.setattr(salvo.webserver, "REQUEST_HEAD_S", 0.5)
+    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 0.5)
     monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 3)
     server = SpectatorServer(("127.0.0.1", 0), None).start()
     opened: list[socket.socket] = []
@@ -454,10 +454,10 @@ def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypa
 
     try:
         # A connection that never sends a request is closed (not held for good).
-        assert connect().recv(1) == b""  # recv waits: the server closes it after REQUEST_HEAD_S
+        assert connect().recv(1) == b""  # recv waits: the server closes it after REQUEST_S
         # One venue address may hold 3 connections; a 4th is closed at once.
         monkeypatch.setattr(salvo.webserver, "loopback", lambda address: False)
-        monkeypatch.setattr(salvo.webserver, "REQUEST_HEAD_S", 30.0)
+        monkeypatch.setattr(salvo.webserver, "REQUEST_S", 30.0)
         three = [connect() for _ in range(3)]
         assert connect().recv(1) == b""
         three[0].sendall(b"GET /spectate.css HTTP/1.1\r\nHost: x\r\n\r\n")  # the three still work

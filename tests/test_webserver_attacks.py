@@ -7,6 +7,8 @@ story; the flood figures come from tests/test_webserver_floods.py."""
 from __future__ import annotations
 
 import collections
+import logging
+import select
 import socket
 from collections.abc import Iterator
 
@@ -20,7 +22,7 @@ from salvo.spectate import SpectatorServer
 from conftest import RefereeFactory
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
-from webkit import SSE, connect, on
+from webkit import SSE, connect, on, venue
 
 PASSWORD = "correct horse battery"
 
@@ -127,3 +129,85 @@ def test_the_right_password_gives_its_attempt_back() -> None:
             assert client.post("/login", data={"password": PASSWORD}, follow_redirects=False).status_code == 303
         assert client.post("/login", data={"password": "a guess"}).status_code == 401  # the fifth wrong one
         assert client.post("/login", data={"password": PASSWORD}, follow_redirects=False).status_code == 429
+
+
+# -- 2. held request bodies fill the web server ----------------------------------------------------
+
+
+def _held_login(sock: socket.socket) -> None:
+    """A login whose body never comes (its head says 100 bytes; 10 are sent)."""
+    sock.sendall(
+        b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        b"Content-Length: 100\r\n\r\npassword=x"
+    )
+
+
+def test_a_request_must_come_whole_in_time_head_and_body(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A login whose body never comes, and a second request on a kept-alive
+    connection that sends half its head, are closed (before: held for
+    good, the handler waiting for the body); nothing is logged for them."""
+    import salvo.webserver
+
+    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 0.5)
+    with caplog.at_level(logging.WARNING), Console(FakeDirector(), "127.0.0.1", 0, PASSWORD) as console:
+        held = connect(console.port, timeout=5)
+        _held_login(held)
+        assert held.recv(1) == b""  # recv waits: closed once the body is 0.5 s late (a timeout raises)
+        kept = connect(console.port, timeout=5)
+        kept.sendall(b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n")  # a whole one: answered (405)
+        assert _status(kept) == 405
+        kept.sendall(b"GET / HTTP/1.1\r\nHo")  # the next: half a head
+        while kept.recv(4096):  # the rest of the first answer, then the close
+            pass
+        wait_until(lambda: console.slots.timed_out == 2 and not console.slots.per_address, what="both let go")
+        held.close()
+        kept.close()
+    assert not [r for r in caplog.records if r.name.startswith(("uvicorn", "salvo"))], caplog.text
+
+
+def _settled(socks: list[socket.socket]) -> int:
+    """How many of ``socks`` the server closed or answered."""
+    return len(select.select(socks, [], [], 0)[0])
+
+
+def test_the_venue_cannot_take_the_laptops_own_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four venue addresses hold every connection they may (logins whose
+    bodies never come); the organiser's own browser still gets the console
+    and logs in (before: 503 to both once the venue held the server's
+    limit). Scaled down: 40 connections, 8 of them the laptop's."""
+    import salvo.webserver
+
+    monkeypatch.setattr(salvo.webserver, "MAX_CONNECTIONS", 40)
+    monkeypatch.setattr(salvo.webserver, "LOOPBACK_SLOTS", 8)
+    monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 16)
+    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 60.0)
+    monkeypatch.setattr(salvo.webserver, "loopback", lambda address: address == "127.0.0.1")
+    with Console(FakeDirector(), "127.0.0.1", 0, PASSWORD) as console:
+        tasks = console.server.server_state.tasks
+        flood: list[socket.socket] = []
+        try:
+            # One at a time, each held or shut before the next: the venue
+            # holds all the server lets it, and the rest are turned away.
+            for i in range(64):
+                flood.append(connect(console.port, source=venue(i % 4)))
+                _held_login(flood[-1])
+                wait_until(lambda: _settled(flood) + len(tasks) == len(flood), what="the connection held or shut")
+            laptop = connect(console.port)
+            laptop.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _status(laptop) == 200
+            body = f"password={PASSWORD.replace(' ', '+')}".encode()
+            login = connect(console.port)
+            login.sendall(
+                b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            assert _status(login) == 303
+            assert len(flood) - _settled(flood) == 32 == console.slots.venue  # the venue's share, held all along
+            laptop.close()
+            login.close()
+        finally:
+            for sock in flood:
+                sock.close()

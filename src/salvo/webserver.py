@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -40,17 +41,27 @@ UNACKED_LIMIT_MS = 30_000
 # A peer that vanished without a word (its network gone) is found by TCP
 # keep-alive probes: idle this long, then probes this often, this many.
 KEEPALIVE = (30, 10, 3)
-# uvicorn times out no connection before its first request: one that sends
-# nothing (or half a request head) is closed after this long, and one
-# address may hold this many connections at once (this laptop's own
+# uvicorn times out neither a request head nor a request body: a request
+# must come whole (head and body) within this long of its first byte (of
+# the connection, for the first request), or the connection is closed. A
+# connection that sends nothing, half a head, or a body that never comes
+# would otherwise hold its descriptor, a handler and a slot for good.
+REQUEST_S = 10.0
+# One address may hold this many connections at once (this laptop's own
 # browsers excepted), so that idle connections cannot use up the process's
 # descriptors and lock the organiser out of the console.
-REQUEST_HEAD_S = 10.0
 PER_ADDRESS = 64
-MAX_CONNECTIONS = 2000  # then uvicorn answers 503 (a backstop)
+MAX_CONNECTIONS = 2000  # in all; then uvicorn answers 503 (a backstop)
+# Of those, this many are this laptop's own (loopback): the venue's
+# connections stop short of them, closed at once, so that whatever the
+# venue holds, the organiser's browser, the projector screen beside it and
+# a healthcheck still get in.
+LOOPBACK_SLOTS = 64
 OPEN_FILES = 8192  # the soft descriptor limit is raised to this (or the hard limit)
 # How often a TLS server looks at its certificate and key files (a stat each).
 CERT_CHECK_S = 2.0
+# h11's states of the other side while its request is still coming in.
+_READING = (h11.IDLE, h11.SEND_BODY)
 
 
 def loopback(address: str) -> bool:
@@ -61,33 +72,73 @@ def loopback(address: str) -> bool:
         return False
 
 
-def _guarded() -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol with the limits above, counted per server."""
-    per_address: Counter[str] = Counter()
+class Slots:
+    """The connections one server holds, per address and the venue's in all
+    (touched on the server's event loop only)."""
+
+    def __init__(self) -> None:
+        self.per_address: Counter[str] = Counter()
+        self.venue = 0  # held from addresses that are not loopback
+        self.refused = 0  # venue connections closed at once, past a limit
+        self.timed_out = 0  # connections closed because a request did not come whole in time
+
+    def admit(self, address: str, venue: bool) -> bool:
+        """Take a slot for a connection from ``address``, if it may have one."""
+        if venue:
+            if self.per_address[address] >= PER_ADDRESS or self.venue >= MAX_CONNECTIONS - LOOPBACK_SLOTS:
+                self.refused += 1
+                return False
+            self.venue += 1
+        self.per_address[address] += 1
+        return True
+
+    def release(self, address: str, venue: bool) -> None:
+        self.per_address[address] -= 1
+        if self.per_address[address] <= 0:
+            del self.per_address[address]
+        if venue:
+            self.venue -= 1
+
+
+def _guarded(slots: Slots) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol with the limits above, counted in ``slots``."""
 
     class Guarded(H11Protocol):
         _address = ""
-        _head_timer: asyncio.TimerHandle | None = None
+        _venue: bool | None = None  # None: holds no slot
+        _read_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._address = self.client[0] if self.client else "?"
-            per_address[self._address] += 1
-            if per_address[self._address] > PER_ADDRESS and not loopback(self._address):
+            venue = not loopback(self._address)
+            if not slots.admit(self._address, venue):
                 transport.close()
                 return
-            self._head_timer = self.loop.call_later(REQUEST_HEAD_S, self._no_request)
+            self._venue = venue
+            self._read_timer = self.loop.call_later(REQUEST_S, self._too_slow)
 
-        def _no_request(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():  # no request yet
-                self.transport.close()
+        def data_received(self, data: bytes) -> None:
+            if self._read_timer is None:  # the first bytes of the next request
+                self._read_timer = self.loop.call_later(REQUEST_S, self._too_slow)
+            super().data_received(data)
+            if self.conn.their_state not in _READING:  # all there (or over): it has its answer's time
+                self._read_timer.cancel()
+                self._read_timer = None
+
+        def _too_slow(self) -> None:
+            self._read_timer = None
+            if self.conn.their_state in _READING and not self.transport.is_closing():
+                slots.timed_out += 1
+                self.transport.close()  # a handler waiting for the body is told the client is gone
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-            per_address[self._address] -= 1
-            if per_address[self._address] <= 0:
-                del per_address[self._address]
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
+            if self._venue is not None:
+                slots.release(self._address, self._venue)
+                self._venue = None
             super().connection_lost(exc)
 
     return Guarded
@@ -190,6 +241,7 @@ class WebServer:
         if (certfile is None) != (keyfile is None):
             raise error(f"{name}'s TLS needs both a certificate and its key")
         self.app, self.host, self.tls = app, host, certfile is not None
+        self.slots = Slots()
         self.config = uvicorn.Config(
             app,
             ssl_certfile=str(certfile) if certfile else None,
@@ -198,7 +250,7 @@ class WebServer:
             log_config=None,  # the CLI sets up logging
             access_log=False,
             timeout_graceful_shutdown=1,
-            http=_guarded(),
+            http=_guarded(self.slots),
             limit_concurrency=MAX_CONNECTIONS,
         )
         try:

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
@@ -227,7 +227,14 @@ def create_app(
             body = {"ok": False, "reason": f"the health check failed: {exc!r}"}
         return JSONResponse(body, 200 if body.get("ok") else 503, security_headers())
 
+    async def gone(request: Request, exc: Exception) -> Response:
+        # Its connection closed before its body was all there (the web
+        # server closes a request that does not come whole in time): there
+        # is nobody to answer, and nothing to log (a flood would be logged).
+        return Response(b"", 400)
+
     app = Starlette(
+        exception_handlers={ClientDisconnect: gone},
         routes=[
             *([Route("/health", healthy, methods=["GET"])] if health is not None else []),
             Route("/", index, methods=["GET"]),
@@ -238,7 +245,7 @@ def create_app(
             Route("/api/control", _csrf(state, control), methods=["POST"]),
             Route("/export/{name}", _logged_in(state, export), methods=["GET"]),
             *routes,
-        ]
+        ],
     )
     app.state.console = state
     return app
