@@ -11,10 +11,12 @@ import logging
 import select
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from console_fake import FakeDirector
+from salvo import weblog
 from salvo.console import Console
 from salvo.mqtt import Broker
 from salvo.spectate import SpectatorServer
@@ -143,11 +145,12 @@ def _held_login(sock: socket.socket) -> None:
 
 
 def test_a_request_must_come_whole_in_time_head_and_body(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, budget: object
 ) -> None:
     """A login whose body never comes, and a second request on a kept-alive
     connection that sends half its head, are closed (before: held for
-    good, the handler waiting for the body); nothing is logged for them."""
+    good, the handler waiting for the body); nothing is logged for them
+    (with a new log budget: the first line of any kind would show)."""
     import salvo.webserver
 
     monkeypatch.setattr(salvo.webserver, "REQUEST_S", 0.5)
@@ -211,3 +214,78 @@ def test_the_venue_cannot_take_the_laptops_own_connections(monkeypatch: pytest.M
         finally:
             for sock in flood:
                 sock.close()
+
+
+# -- 4. log flooding without a login ---------------------------------------------------------------
+
+
+@pytest.fixture
+def budget(monkeypatch: pytest.MonkeyPatch) -> tuple[weblog.LogBudget, list[float]]:
+    """The process's log budget, new, on a clock the test moves: ``(budget, [now])``."""
+    now = [1000.0]
+    fresh = weblog.LogBudget(clock=lambda: now[0])
+    monkeypatch.setattr(weblog, "BUDGET", fresh)
+    for name in weblog.LOGGERS:  # another server's budget stays on the loggers otherwise
+        monkeypatch.setattr(logging.getLogger(name), "filters", [])
+    return fresh, now
+
+
+def test_a_flood_of_malformed_requests_is_summed_up_in_the_log(
+    budget: tuple[weblog.LogBudget, list[float]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """2,000 malformed requests to the console, no login: one line as it is
+    and one with the count when the window ends (before: 2,000 lines)."""
+    fresh, now = budget
+    flood = 2000
+
+    def malformed(port: int) -> int:
+        with connect(port) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            return _status(sock)
+
+    with caplog.at_level(logging.INFO), Console(FakeDirector(), "127.0.0.1", 0, PASSWORD) as console:
+        with ThreadPoolExecutor(8) as pool:
+            answers = collections.Counter(pool.map(malformed, [console.port] * flood))
+        assert answers == {400: flood}  # each was logged before it was answered
+        now[0] += weblog.WINDOW_S  # the window ends
+        fresh.roll()
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert lines == [
+        "Invalid HTTP request received.",
+        f"{flood - 1} more like this from uvicorn.error in 10 s, not logged one by one: Invalid HTTP request received.",
+    ], lines[:5]
+
+
+def test_the_budget_keeps_kinds_apart_and_never_holds_back_info(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    budget = weblog.LogBudget(clock=lambda: now[0])
+    said: list[str] = []
+    monkeypatch.setattr(weblog.log, "warning", lambda msg, *args: said.append(msg % args))
+
+    def record(name: str, level: int, msg: str, *args: object, exc: type[BaseException] | None = None) -> bool:
+        info = (exc, exc(), None) if exc else None
+        return budget.filter(logging.LogRecord(name, level, __file__, 1, msg, args, info))
+
+    assert [record("uvicorn.error", logging.WARNING, "Invalid HTTP request received.") for _ in range(3)] == [
+        True,
+        False,
+        False,
+    ]
+    assert record("salvo.console", logging.WARNING, "console: a wrong password from %s", "10.0.0.7")
+    assert not record("salvo.console", logging.WARNING, "console: a wrong password from %s", "10.0.0.8")
+    assert record("uvicorn.error", logging.ERROR, "Exception in ASGI application\n", exc=ValueError)
+    assert record("uvicorn.error", logging.ERROR, "Exception in ASGI application\n", exc=KeyError)  # another kind
+    assert all(record("salvo.console", logging.INFO, "console: %s logged in", "127.0.0.1") for _ in range(5))
+    for i in range(weblog.MAX_KINDS):  # text that differs each time (asyncio's) cannot make kinds without end
+        record("asyncio", logging.ERROR, f"accept failed {i}")
+    assert not record("asyncio", logging.ERROR, "accept failed again")  # past the cap: one kind, "other"
+    budget.roll()
+    assert said == []  # the window is not over
+    now[0] += weblog.WINDOW_S
+    budget.roll()
+    assert said == [  # the most held back first; of "other", the first one was logged
+        "4 more like this from asyncio in 10 s, not logged one by one: other",
+        "2 more like this from uvicorn.error in 10 s, not logged one by one: Invalid HTTP request received.",
+        "1 more like this from salvo.console in 10 s, not logged one by one: console: a wrong password from %s",
+    ]
+    assert record("uvicorn.error", logging.WARNING, "Invalid HTTP request received.")  # a new window

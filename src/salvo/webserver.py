@@ -27,6 +27,7 @@ import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from salvo import weblog
 from salvo.failures import Failure
 
 log = logging.getLogger("salvo.web")
@@ -302,6 +303,7 @@ class WebServer:
     def start(self) -> WebServer:
         """Listen, serve in a thread; returns once it answers."""
         _raise_open_files()
+        weblog.install()  # before the first request: per-request lines are budgeted
         self.listen()
         self._thread = threading.Thread(target=self._run, name="salvo-web", daemon=True)
         self._thread.start()
@@ -322,11 +324,20 @@ class WebServer:
 
     async def _serve(self, sock: socket.socket) -> None:
         watch = asyncio.create_task(self._watch_certificates()) if self.certificates else None
+        summing = asyncio.create_task(self._sum_up_logs())
         try:
             await self.server.serve(sockets=[sock])
         finally:
+            summing.cancel()
             if watch is not None:
                 watch.cancel()
+
+    async def _sum_up_logs(self) -> None:
+        """A flood's held-back lines are summed up when its window ends,
+        not only at the next line."""
+        while True:
+            await asyncio.sleep(weblog.WINDOW_S)
+            weblog.BUDGET.roll()
 
     async def _watch_certificates(self) -> None:
         """On the server's own loop, between handshakes (a context is not
