@@ -28,6 +28,7 @@ log = logging.getLogger("salvo.web")
 #: salvo's own per-request ones.
 LOGGERS: Final = ("uvicorn.error", "uvicorn.asgi", "asyncio", "salvo.console", "salvo.spectate")
 WINDOW_S = 10.0
+ROLL_CHECK_S = 1.0  # how often a web server looks whether the window is over (a summary is at most this late)
 LINES_PER_KIND = 1  # logged as they are, per kind and window
 MAX_KINDS = 64  # kinds told apart in a window; past that, one kind "other"
 

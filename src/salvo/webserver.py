@@ -336,7 +336,7 @@ class WebServer:
         """A flood's held-back lines are summed up when its window ends,
         not only at the next line."""
         while True:
-            await asyncio.sleep(weblog.WINDOW_S)
+            await asyncio.sleep(weblog.ROLL_CHECK_S)
             weblog.BUDGET.roll()
 
     async def _watch_certificates(self) -> None:
