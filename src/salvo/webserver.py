@@ -114,6 +114,7 @@ def _guarded(slots: Slots) -> type[H11Protocol]:
             self._address = self.client[0] if self.client else "?"
             venue = not loopback(self._address)
             if not slots.admit(self._address, venue):
+                self.connections.discard(self)  # it holds nothing: not counted against uvicorn's limit either
                 transport.close()
                 return
             self._venue = venue
