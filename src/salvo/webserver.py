@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import os
@@ -21,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import h11
 import uvicorn
@@ -101,23 +103,48 @@ class Slots:
             self.venue -= 1
 
 
+class _Accepted(socket.socket):
+    """An accepted connection's socket: its slot is given back when it is closed."""
+
+    release: Callable[[], None] | None = None
+
+    def close(self) -> None:
+        release, self.release = self.release, None
+        if release is not None:
+            release()
+        super().close()
+
+
+class _Listener(socket.socket):
+    """The listening socket. A connection takes its slot when it is accepted,
+    before a TLS handshake or a byte of a request (over TLS, uvicorn's
+    protocol hears of a connection only once its handshake is done, and
+    asyncio gives a handshake 60 s), and holds it until its socket is
+    closed; one that may not have one is closed at once and never reaches
+    uvicorn. Only the server's event loop accepts."""
+
+    slots: Slots
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        while True:  # no connection (left) waiting: BlockingIOError, as the event loop expects
+            fd, addr = self._accept()  # type: ignore[attr-defined]
+            conn = _Accepted(self.family, self.type, self.proto, fileno=fd)
+            address = str(addr[0]) if isinstance(addr, tuple) else "?"
+            venue = not loopback(address)
+            if self.slots.admit(address, venue):
+                conn.release = functools.partial(self.slots.release, address, venue)
+                return conn, addr
+            conn.close()
+
+
 def _guarded(slots: Slots) -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol with the limits above, counted in ``slots``."""
+    """uvicorn's HTTP/1.1 protocol with the request's time limit, counted in ``slots``."""
 
     class Guarded(H11Protocol):
-        _address = ""
-        _venue: bool | None = None  # None: holds no slot
         _read_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._address = self.client[0] if self.client else "?"
-            venue = not loopback(self._address)
-            if not slots.admit(self._address, venue):
-                self.connections.discard(self)  # it holds nothing: not counted against uvicorn's limit either
-                transport.close()
-                return
-            self._venue = venue
             self._read_timer = self.loop.call_later(REQUEST_S, self._too_slow)
 
         def data_received(self, data: bytes) -> None:
@@ -138,9 +165,6 @@ def _guarded(slots: Slots) -> type[H11Protocol]:
             if self._read_timer is not None:
                 self._read_timer.cancel()
                 self._read_timer = None
-            if self._venue is not None:
-                slots.release(self._address, self._venue)
-                self._venue = None
             super().connection_lost(exc)
 
     return Guarded
@@ -290,7 +314,10 @@ class WebServer:
             return
         try:
             family = socket.getaddrinfo(self.host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-            self._sock = socket.create_server((self.host, self._port), family=family, backlog=128)
+            made = socket.create_server((self.host, self._port), family=family, backlog=128)
+            listener = _Listener(made.family, made.type, made.proto, fileno=made.detach())
+            listener.slots = self.slots
+            self._sock = listener
             if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, UNACKED_LIMIT_MS)
             if hasattr(socket, "TCP_KEEPIDLE"):  # Linux; inherited by accepted sockets like the above
