@@ -153,11 +153,13 @@ def test_the_server_hands_out_the_page_and_nothing_else() -> None:
 
 def test_the_server_reads_only_public_topics() -> None:
     subs = subscriptions()
-    assert {"/game/id", "/+/game/id", "/players/count", "/+/players/+/defeated", "/tournament/standings"} <= set(subs)
+    assert {"/game/state", "/+/game/record", "/+/players/+/defeated", "/tournament/standings"} <= set(subs)
     private = ("request_participation", "/hit", "/error", "/approved", "/fire", "/place")
     assert not [f for f in subs if f.endswith(private)]
+    # Public, but no page shows them: not read at all (a flood of reports is nobody's to stream).
+    assert not {"/game/errors", "/+/game/errors", "/+/game/hits", "/+/game/id", "/+/players/count"} & set(subs)
     # Nothing else under /tournament: a team can write there (/+/players/+/fire with "tournament" as the prefix)
-    assert [f for f in subs if "#" in f] == ["/game/stats/#", "/+/game/stats/#"]
+    assert [f for f in subs if "#" in f] == []
     assert [f for f in subs if f.startswith("/tournament")] == ["/tournament/standings", "/tournament/schedule"]
 
 
@@ -188,10 +190,10 @@ def test_a_stream_sends_the_retained_state_then_live_messages(
             f"{p}/game/state": {"topic": f"{p}/game/state", "payload": "lobby", "retained": True},
         }
         # Live: a plain message, then a retained one cleared.
-        watcher.publish(f"{p}/game/hits", "3")
-        assert stream.until(on(f"{p}/game/hits"))[-1][1] == {
-            "topic": f"{p}/game/hits",
-            "payload": "3",
+        watcher.publish(f"{p}/game/current", "bob")
+        assert stream.until(on(f"{p}/game/current"))[-1][1] == {
+            "topic": f"{p}/game/current",
+            "payload": "bob",
             "retained": False,
         }
         watcher.publish(f"{p}/game/state", "", retain=True)
@@ -265,12 +267,13 @@ def test_a_topic_cleared_while_the_server_was_away_is_forgotten(
 def test_the_hub_remembers_a_bounded_number_of_topics() -> None:
     hub = Hub(max_topics=3, max_bytes=10_000)
     for i in range(5):
-        hub.message(f"/a/t{i}", b"x", retained=True)
-    hub.message("/a/t2", b"y", retained=True)  # an update makes a topic the newest
-    hub.message("/a/live", b"z", retained=False)  # a plain message is not state
-    assert list(hub.snapshot().items()) == [("/a/t3", "x"), ("/a/t4", "x"), ("/a/t2", "y")]
-    hub.message("/a/big", b"b" * 9_900, retained=True)  # over the byte budget: the oldest go
-    assert list(hub.snapshot()) == ["/a/big"]
+        hub.message(f"/a{i}/game/winner", b"x", retained=True)
+    hub.message("/a2/game/winner", b"y", retained=True)  # an update makes a topic the newest
+    hub.message("/a/game/current", b"z", retained=False)  # a plain message is not state
+    kept = [("/a3/game/winner", "x"), ("/a4/game/winner", "x"), ("/a2/game/winner", "y")]
+    assert list(hub.snapshot().items()) == kept
+    hub.message("/big/game/winner", b"b" * 9_900, retained=True)  # over the byte budget: the oldest go
+    assert list(hub.snapshot()) == ["/big/game/winner"]
 
 
 def _payloads(events: list[bytes]) -> list[tuple[str, str]]:
@@ -396,9 +399,9 @@ def test_a_stalled_browser_is_dropped_without_holding_up_the_others(monkeypatch:
         for batch in range(20):
             started = time.monotonic()
             for i in range(batch * 20, batch * 20 + 20):
-                hub.message("/a/t", str(i).encode() + b" " * 50_000, retained=False)
+                hub.message("/a/game/current", str(i).encode() + b" " * 50_000, retained=False)
             feeding += time.monotonic() - started
-            events = reader.until(on("/a/t", str(batch * 20 + 19) + " " * 50_000))
+            events = reader.until(on("/a/game/current", str(batch * 20 + 19) + " " * 50_000))
             received += [e[1]["payload"].strip() for e in events if e[0] == "message"]
         assert received == [str(i) for i in range(400)]
         assert feeding < 5  # the feeding (MQTT) thread was never held up
@@ -440,7 +443,7 @@ def test_one_address_cannot_take_every_stream() -> None:
 def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypatch: pytest.MonkeyPatch) -> None:
     import salvo.webserver
 
-    monkeypatch.setattr(salvo.webserver, "REQUEST_HEAD_S", 0.5)
+    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 0.5)
     monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 3)
     server = SpectatorServer(("127.0.0.1", 0), None).start()
     opened: list[socket.socket] = []
@@ -451,10 +454,10 @@ def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypa
 
     try:
         # A connection that never sends a request is closed (not held for good).
-        assert connect().recv(1) == b""  # recv waits: the server closes it after REQUEST_HEAD_S
+        assert connect().recv(1) == b""  # recv waits: the server closes it after REQUEST_S
         # One venue address may hold 3 connections; a 4th is closed at once.
         monkeypatch.setattr(salvo.webserver, "loopback", lambda address: False)
-        monkeypatch.setattr(salvo.webserver, "REQUEST_HEAD_S", 30.0)
+        monkeypatch.setattr(salvo.webserver, "REQUEST_S", 30.0)
         three = [connect() for _ in range(3)]
         assert connect().recv(1) == b""
         three[0].sendall(b"GET /spectate.css HTTP/1.1\r\nHost: x\r\n\r\n")  # the three still work

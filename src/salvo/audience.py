@@ -1,7 +1,8 @@
 """The audience: what spectators are sent, and the broker client that hears it.
 
-One read-only paho client (:class:`Feed`) reads the public topics of every
-arena and the tournament's standings and schedule; the :class:`Hub` keeps the
+One read-only paho client (:class:`Feed`) reads the public topics the pages
+show of every arena (:func:`subscriptions`; no others, not even public
+ones) and the tournament's standings and schedule; the :class:`Hub` keeps the
 latest retained payload per topic, each arena's salvos and sinks of the game
 it is playing, the games' records by id, and every browser's bounded queue.
 The broker retains the last salvo only: a hub started mid-game knows the
@@ -27,14 +28,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from salvo.mqtt import Broker, connect_async, new_client, read_qos
-from salvo.topics import Topics, TournamentTopics
+from salvo.topics import Topics, TournamentTopics, matches
 
 log = logging.getLogger("salvo.spectate")
 
@@ -49,11 +50,44 @@ STOP_WAIT_S = 0.5  # how long a stop waits for the broker client's thread
 _BAD_CREDENTIALS = (0x86, 0x87, 0x8C)  # CONNACK: bad user name or password, not authorized, bad auth method
 
 
+def _shown(t: Topics) -> tuple[str, ...]:
+    """What the projector page draws of an arena (``onMessage`` in
+    spectate.js), public topics all; the record is also what the replay
+    viewer fetches (``/record``, ``/records``). Nothing else of the public
+    topics (``/game/errors``, ``hits``, ``id``, ``pubkey``, ``players/count``)
+    is shown by any page, so none of it is read or sent: a flood of error
+    reports would otherwise be copied to every open stream."""
+    return (
+        t.state,
+        t.server,
+        t.deadline,
+        t.turn,
+        t.current,
+        t.salvo,
+        t.winner,
+        t.stats_summary,
+        t.stats_player("+"),
+        t.players_list,
+        t.sunk("+", "+"),
+        t.defeated("+"),
+        t.record,
+    )
+
+
 def subscriptions() -> list[str]:
-    """Every public topic of every arena (unprefixed and ``/<prefix>/...``)
-    and the tournament's topics; never a private one."""
-    public = Topics().public_filters  # /game/record (the replays) among them
-    return [*public, *(f"/+{f}" for f in public), TournamentTopics.standings, TournamentTopics.schedule]
+    """What the pages show of every arena (unprefixed and ``/<prefix>/...``)
+    and the tournament's standings and schedule; never a private topic, nor
+    a public one no page shows."""
+    shown = _shown(Topics())
+    return [*shown, *(f"/+{f}" for f in shown), TournamentTopics.standings, TournamentTopics.schedule]
+
+
+_SHOWN: Final = tuple(subscriptions())
+
+
+def shown(topic: str) -> bool:
+    """Is ``topic`` one a page shows (and so the hub keeps and forwards)?"""
+    return any(matches(f, topic) for f in _SHOWN)
 
 
 def record_game(payload: bytes) -> str | None:
@@ -186,6 +220,7 @@ class Hub:
         self._history: OrderedDict[str, _Heard] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
         self._closed = False
+        self.unshown = 0  # messages dropped because no page shows their topic
 
     def attach(self, wake: Callable[[], None] = _nothing) -> tuple[Client, list[bytes]] | None:
         """A new stream and what it starts with (status, the history, then the snapshot);
@@ -257,6 +292,13 @@ class Hub:
         return game
 
     def message(self, topic: str, payload: bytes, retained: bool) -> None:
+        """A message from the broker: kept (retained), followed (the history)
+        and sent to every stream, if a page shows its topic; else dropped
+        (the feed subscribes to those alone: this also holds for a hub fed by
+        hand, or a broker that delivers more)."""
+        if not shown(topic):
+            self.unshown += 1
+            return
         text = payload.decode("utf-8", errors="replace")
         event = sse({"topic": topic, "payload": text, "retained": retained})
         if payload and topic.endswith("/game/record"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import os
@@ -21,11 +22,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from salvo import weblog
 from salvo.failures import Failure
 
 log = logging.getLogger("salvo.web")
@@ -40,17 +44,27 @@ UNACKED_LIMIT_MS = 30_000
 # A peer that vanished without a word (its network gone) is found by TCP
 # keep-alive probes: idle this long, then probes this often, this many.
 KEEPALIVE = (30, 10, 3)
-# uvicorn times out no connection before its first request: one that sends
-# nothing (or half a request head) is closed after this long, and one
-# address may hold this many connections at once (this laptop's own
+# uvicorn times out neither a request head nor a request body: a request
+# must come whole (head and body) within this long of its first byte (of
+# the connection, for the first request), or the connection is closed. A
+# connection that sends nothing, half a head, or a body that never comes
+# would otherwise hold its descriptor, a handler and a slot for good.
+REQUEST_S = 10.0
+# One address may hold this many connections at once (this laptop's own
 # browsers excepted), so that idle connections cannot use up the process's
 # descriptors and lock the organiser out of the console.
-REQUEST_HEAD_S = 10.0
 PER_ADDRESS = 64
-MAX_CONNECTIONS = 2000  # then uvicorn answers 503 (a backstop)
+MAX_CONNECTIONS = 2000  # in all; then uvicorn answers 503 (a backstop)
+# Of those, this many are this laptop's own (loopback): the venue's
+# connections stop short of them, closed at once, so that whatever the
+# venue holds, the organiser's browser, the projector screen beside it and
+# a healthcheck still get in.
+LOOPBACK_SLOTS = 64
 OPEN_FILES = 8192  # the soft descriptor limit is raised to this (or the hard limit)
 # How often a TLS server looks at its certificate and key files (a stat each).
 CERT_CHECK_S = 2.0
+# h11's states of the other side while its request is still coming in.
+_READING = (h11.IDLE, h11.SEND_BODY)
 
 
 def loopback(address: str) -> bool:
@@ -61,33 +75,96 @@ def loopback(address: str) -> bool:
         return False
 
 
-def _guarded() -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol with the limits above, counted per server."""
-    per_address: Counter[str] = Counter()
+class Slots:
+    """The connections one server holds, per address and the venue's in all
+    (touched on the server's event loop only)."""
+
+    def __init__(self) -> None:
+        self.per_address: Counter[str] = Counter()
+        self.venue = 0  # held from addresses that are not loopback
+        self.refused = 0  # venue connections closed at once, past a limit
+        self.timed_out = 0  # connections closed because a request did not come whole in time
+
+    def admit(self, address: str, venue: bool) -> bool:
+        """Take a slot for a connection from ``address``, if it may have one."""
+        if venue:
+            if self.per_address[address] >= PER_ADDRESS or self.venue >= MAX_CONNECTIONS - LOOPBACK_SLOTS:
+                self.refused += 1
+                return False
+            self.venue += 1
+        self.per_address[address] += 1
+        return True
+
+    def release(self, address: str, venue: bool) -> None:
+        self.per_address[address] -= 1
+        if self.per_address[address] <= 0:
+            del self.per_address[address]
+        if venue:
+            self.venue -= 1
+
+
+class _Accepted(socket.socket):
+    """An accepted connection's socket: its slot is given back when it is closed."""
+
+    release: Callable[[], None] | None = None
+
+    def close(self) -> None:
+        release, self.release = self.release, None
+        if release is not None:
+            release()
+        super().close()
+
+
+class _Listener(socket.socket):
+    """The listening socket. A connection takes its slot when it is accepted,
+    before a TLS handshake or a byte of a request (over TLS, uvicorn's
+    protocol hears of a connection only once its handshake is done, and
+    asyncio gives a handshake 60 s), and holds it until its socket is
+    closed; one that may not have one is closed at once and never reaches
+    uvicorn. Only the server's event loop accepts."""
+
+    slots: Slots
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        while True:  # no connection (left) waiting: BlockingIOError, as the event loop expects
+            fd, addr = self._accept()  # type: ignore[attr-defined]
+            conn = _Accepted(self.family, self.type, self.proto, fileno=fd)
+            address = str(addr[0]) if isinstance(addr, tuple) else "?"
+            venue = not loopback(address)
+            if self.slots.admit(address, venue):
+                conn.release = functools.partial(self.slots.release, address, venue)
+                return conn, addr
+            conn.close()
+
+
+def _guarded(slots: Slots) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol with the request's time limit, counted in ``slots``."""
 
     class Guarded(H11Protocol):
-        _address = ""
-        _head_timer: asyncio.TimerHandle | None = None
+        _read_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._address = self.client[0] if self.client else "?"
-            per_address[self._address] += 1
-            if per_address[self._address] > PER_ADDRESS and not loopback(self._address):
-                transport.close()
-                return
-            self._head_timer = self.loop.call_later(REQUEST_HEAD_S, self._no_request)
+            self._read_timer = self.loop.call_later(REQUEST_S, self._too_slow)
 
-        def _no_request(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():  # no request yet
-                self.transport.close()
+        def data_received(self, data: bytes) -> None:
+            if self._read_timer is None:  # the first bytes of the next request
+                self._read_timer = self.loop.call_later(REQUEST_S, self._too_slow)
+            super().data_received(data)
+            if self.conn.their_state not in _READING:  # all there (or over): it has its answer's time
+                self._read_timer.cancel()
+                self._read_timer = None
+
+        def _too_slow(self) -> None:
+            self._read_timer = None
+            if self.conn.their_state in _READING and not self.transport.is_closing():
+                slots.timed_out += 1
+                self.transport.close()  # a handler waiting for the body is told the client is gone
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-            per_address[self._address] -= 1
-            if per_address[self._address] <= 0:
-                del per_address[self._address]
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
             super().connection_lost(exc)
 
     return Guarded
@@ -190,6 +267,7 @@ class WebServer:
         if (certfile is None) != (keyfile is None):
             raise error(f"{name}'s TLS needs both a certificate and its key")
         self.app, self.host, self.tls = app, host, certfile is not None
+        self.slots = Slots()
         self.config = uvicorn.Config(
             app,
             ssl_certfile=str(certfile) if certfile else None,
@@ -198,7 +276,7 @@ class WebServer:
             log_config=None,  # the CLI sets up logging
             access_log=False,
             timeout_graceful_shutdown=1,
-            http=_guarded(),
+            http=_guarded(self.slots),
             limit_concurrency=MAX_CONNECTIONS,
         )
         try:
@@ -236,7 +314,10 @@ class WebServer:
             return
         try:
             family = socket.getaddrinfo(self.host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-            self._sock = socket.create_server((self.host, self._port), family=family, backlog=128)
+            made = socket.create_server((self.host, self._port), family=family, backlog=128)
+            listener = _Listener(made.family, made.type, made.proto, fileno=made.detach())
+            listener.slots = self.slots
+            self._sock = listener
             if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, UNACKED_LIMIT_MS)
             if hasattr(socket, "TCP_KEEPIDLE"):  # Linux; inherited by accepted sockets like the above
@@ -250,6 +331,7 @@ class WebServer:
     def start(self) -> WebServer:
         """Listen, serve in a thread; returns once it answers."""
         _raise_open_files()
+        weblog.install()  # before the first request: per-request lines are budgeted
         self.listen()
         self._thread = threading.Thread(target=self._run, name="salvo-web", daemon=True)
         self._thread.start()
@@ -270,11 +352,20 @@ class WebServer:
 
     async def _serve(self, sock: socket.socket) -> None:
         watch = asyncio.create_task(self._watch_certificates()) if self.certificates else None
+        summing = asyncio.create_task(self._sum_up_logs())
         try:
             await self.server.serve(sockets=[sock])
         finally:
+            summing.cancel()
             if watch is not None:
                 watch.cancel()
+
+    async def _sum_up_logs(self) -> None:
+        """A flood's held-back lines are summed up when its window ends,
+        not only at the next line."""
+        while True:
+            await asyncio.sleep(weblog.ROLL_CHECK_S)
+            weblog.BUDGET.roll()
 
     async def _watch_certificates(self) -> None:
         """On the server's own loop, between handshakes (a context is not

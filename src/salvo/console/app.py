@@ -20,7 +20,7 @@ from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
@@ -88,6 +88,13 @@ def _client(request: Request) -> str:
     return request.client.host if request.client else "?"
 
 
+def _held_off(state: _State, client: str) -> Response:
+    """429: ``client`` has used up its password attempts for now."""
+    retry = int(state.limiter.wait(client)) + 1
+    page = state.pages.login(f"Too many wrong passwords: try again in {retry} s.")
+    return HTMLResponse(page.body, 429, {**page.headers, "Retry-After": str(retry)})
+
+
 def _foreign_origin(request: Request) -> bool:
     """A browser names the page a POST comes from; it must be this site."""
     origin = request.headers.get("origin")
@@ -141,20 +148,24 @@ def create_app(
         client = _client(request)
         if _foreign_origin(request):
             return _error(403, "csrf", "log in from the console's own page")
-        wait = state.limiter.wait(client)
-        if wait > 0:
-            page = state.pages.login(f"Too many wrong passwords: try again in {int(wait) + 1} s.")
-            return HTMLResponse(page.body, 429, {**page.headers, "Retry-After": str(int(wait) + 1)})
+        if state.limiter.wait(client) > 0:  # at once: no need to read the body
+            return _held_off(state, client)
         body = await _body(request)
         if body is None:
             return _error(413, "too-large", f"a login is under {MAX_BODY} bytes")
         form = parse_qs(body.decode("utf-8", errors="replace"))
+        # The attempt counts before it is judged, with nothing awaited in
+        # between: guesses sent at once all passed the check above while
+        # their bodies came, and each would have been judged.
+        attempt = state.limiter.take(client)
+        if attempt is None:
+            return _held_off(state, client)
         if not state.password.matches(form.get("password", [""])[0]):
-            state.limiter.failed(client)
             log.warning("console: a wrong password from %s", client)
             await asyncio.sleep(state.login_delay_s)
             page = state.pages.login("Wrong password.")
             return HTMLResponse(page.body, 401, page.headers)
+        state.limiter.succeeded(client, attempt)
         session = state.sessions.open()
         log.info("console: %s logged in", client)
         response = RedirectResponse("/", 303, security_headers())
@@ -216,7 +227,14 @@ def create_app(
             body = {"ok": False, "reason": f"the health check failed: {exc!r}"}
         return JSONResponse(body, 200 if body.get("ok") else 503, security_headers())
 
+    async def gone(request: Request, exc: Exception) -> Response:
+        # Its connection closed before its body was all there (the web
+        # server closes a request that does not come whole in time): there
+        # is nobody to answer, and nothing to log (a flood would be logged).
+        return Response(b"", 400)
+
     app = Starlette(
+        exception_handlers={ClientDisconnect: gone},
         routes=[
             *([Route("/health", healthy, methods=["GET"])] if health is not None else []),
             Route("/", index, methods=["GET"]),
@@ -227,7 +245,7 @@ def create_app(
             Route("/api/control", _csrf(state, control), methods=["POST"]),
             Route("/export/{name}", _logged_in(state, export), methods=["GET"]),
             *routes,
-        ]
+        ],
     )
     app.state.console = state
     return app

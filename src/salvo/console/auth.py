@@ -93,8 +93,12 @@ class Sessions:
 
 
 class LoginLimiter:
-    """At most ``allowed`` wrong passwords per client in ``window_s``: past
-    that, :meth:`wait` says how long the client must wait before trying again."""
+    """At most ``allowed`` password attempts per client in ``window_s`` that
+    were not the right one. An attempt takes its slot (:meth:`take`) before
+    its password is judged, and only the right password gives it back
+    (:meth:`succeeded`): guesses sent all at once are held off like guesses
+    sent one after the other. Past the limit, :meth:`wait` says how long the
+    client must wait before trying again."""
 
     def __init__(
         self,
@@ -115,13 +119,27 @@ class LoginLimiter:
                 return 0.0
             return max(recent[0] + self.window_s - now, 0.0)
 
-    def failed(self, client: str) -> None:
+    def take(self, client: str) -> float | None:
+        """One of ``client``'s attempts, taken before its password is judged
+        (it counts as a wrong one from now on): its stamp for
+        :meth:`succeeded`, or None when ``client`` has none left."""
         now = self.clock()
         with self._lock:
-            self._recent(client, now).append(now)
+            recent = self._recent(client, now)
+            if len(recent) >= self.allowed:
+                return None
+            recent.append(now)
             if len(self._failures) > 10_000:  # a scan from many addresses: forget the idle ones
                 for key in [k for k, v in self._failures.items() if not v]:
                     del self._failures[key]
+            return now
+
+    def succeeded(self, client: str, stamp: float) -> None:
+        """The attempt taken at ``stamp`` was the right password: it does not count."""
+        with self._lock:
+            recent = self._failures.get(client)
+            if recent is not None and stamp in recent:
+                recent.remove(stamp)
 
     def _recent(self, client: str, now: float) -> deque[float]:
         recent = self._failures.setdefault(client, deque())
