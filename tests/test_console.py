@@ -396,12 +396,12 @@ def test_a_reissued_certificate_is_served_to_new_connections(tmp_path: Path, fak
             return [name for kind, name in cert["subjectAltName"] if kind == "DNS"]
 
     with server:
-        assert "projector.venue" not in served()
+        assert "projector.local" not in served()
         before = Browserless(server, verify).connect()
         before.request("GET", "/")
         assert before.getresponse().read()
-        tls.issue(tmp_path / "tls", ["projector.venue"])
-        wait_until(lambda: "projector.venue" in served(), 10, "the new certificate on a new connection")
+        tls.issue(tmp_path / "tls", ["projector.local"])
+        wait_until(lambda: "projector.local" in served(), 10, "the new certificate on a new connection")
         assert Browserless(server, verify).request("GET", "/").status == 200
         before.request("GET", "/")  # the connection made before still works
         assert before.getresponse().status == 200

@@ -6,9 +6,11 @@ configuration keeps plain text on loopback."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import re
 import socket
 import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +75,41 @@ def test_the_venue_listener_refuses_anonymous_clients(broker: Mosquitto) -> None
     assert connack(f"mqtt://127.0.0.1:{broker.port}", broker.port) == 0  # local tools, read-only
 
 
+def test_the_venue_ca_cannot_pose_as_a_site_of_the_internet(tmp_path: Path) -> None:
+    """Organisers import the CA into a browser (the console over HTTPS): its
+    key signing a certificate for any site would then be trusted for it.
+    The CA is name-constrained to the venue's names (given when it is made),
+    local names and private addresses: a certificate its key signs for
+    anything else is refused by OpenSSL, as by browsers."""
+    made = tls.issue(tmp_path, ["contest.example.org", "192.168.1.20"])
+    ca = x509.load_pem_x509_certificate(made.ca_cert.read_bytes())
+    constraints = ca.extensions.get_extension_for_class(x509.NameConstraints)
+    assert constraints.critical and x509.DNSName("contest.example.org") in (constraints.value.permitted_subtrees or [])
+
+    def verified(host: str) -> bool:
+        """A certificate for ``host`` signed with the CA's own key, checked by OpenSSL."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        ca_key = serialization.load_pem_private_key(made.ca_key.read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        sans, names = tls.subject_alt_names([host])
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        cert = tls._server_certificate(key, ca, ca_key, sans, names[2:], now, now + datetime.timedelta(days=1))
+        (tmp_path / "leaf.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        done = subprocess.run(
+            ["openssl", "verify", "-CAfile", str(made.ca_cert), str(tmp_path / "leaf.pem")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.returncode == 0
+
+    assert verified("contest.example.org") and verified("night.local") and verified("10.1.2.3")
+    assert not verified("www.google.com") and not verified("8.8.8.8")
+
+
 def test_tls_issues_a_server_certificate_under_a_kept_ca(tmp_path: Path) -> None:
     apart = tls.issue(tmp_path / "tls", server_dir=tmp_path / "broker")  # the guide's layout: data/tls, data/broker
     assert sorted(p.name for p in (tmp_path / "broker").iterdir()) == ["server.crt", "server.key"]
@@ -83,12 +120,12 @@ def test_tls_issues_a_server_certificate_under_a_kept_ca(tmp_path: Path) -> None
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
     # the keys for their owner only: the broker reads server.key as its owner (uid 1883 in Docker)
     assert modes == {"ca.crt": 0o644, "ca.key": 0o600, "server.crt": 0o644, "server.key": 0o600}
-    again = tls.issue(tmp_path, ["other.example"])  # a new venue address
+    again = tls.issue(tmp_path, ["hall-b.local"])  # a new venue address
     assert not again.new_ca and again.ca_fingerprint == first.ca_fingerprint
     assert again.ca_fingerprint == tls.certificate_fingerprint(tmp_path / "ca.crt")
     cert = x509.load_pem_x509_certificate((tmp_path / "server.crt").read_bytes())
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert sans.get_values_for_type(x509.DNSName) == ["localhost", "other.example"]
+    assert sans.get_values_for_type(x509.DNSName) == ["localhost", "hall-b.local"]
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
     cert.verify_directly_issued_by(ca)
@@ -97,6 +134,9 @@ def test_tls_issues_a_server_certificate_under_a_kept_ca(tmp_path: Path) -> None
     context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
     with pytest.raises(tls.TlsError, match="neither a DNS name nor an IP address"):
         tls.issue(tmp_path, ["bad host!"])
+    # the CA vouches for its venue's names and private addresses only (see the next test)
+    with pytest.raises(tls.TlsError, match=r"not www\.example\.org: make a new CA"):
+        tls.issue(tmp_path, ["www.example.org"])
     (tmp_path / "ca.key").unlink()
     with pytest.raises(tls.TlsError, match=r"ca\.crt exists but .*ca\.key does not"):
         tls.issue(tmp_path)

@@ -142,11 +142,12 @@ def issue(
     new_ca = not ca_cert_path.exists()
     if new_ca:
         ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_cert = _ca_certificate(ca_key, now)
+        ca_cert = _ca_certificate(ca_key, now, hosts)
         _write(ca_key_path, _key_pem(ca_key), 0o600)
         _write(ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
     else:
         ca_cert, ca_key = _load_ca(ca_cert_path, ca_key_path, now)
+    _check_constraints(ca_cert, sans, ca_cert_path)
     not_after = min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_cert = _server_certificate(server_key, ca_cert, ca_key, sans, names[len(ALWAYS_HOSTS) :], now, not_after)
@@ -157,7 +158,45 @@ def issue(
     return Issued(directory, new_ca, names, _fingerprint(ca_cert), not_after, server_dir)
 
 
-def _ca_certificate(key: ec.EllipticCurvePrivateKey, now: dt.datetime) -> x509.Certificate:
+#: What a venue CA may vouch for, beside the hosts it was made for: private
+#: addresses and local names (the organiser imports the CA into a browser:
+#: constrained, it cannot pose as any site of the internet).
+_PRIVATE_NETS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "127.0.0.0/8", "169.254.0.0/16", "100.64.0.0/10")
+_PRIVATE_NETS6 = ("::1/128", "fc00::/7", "fe80::/10")
+_LOCAL_NAMES = ("localhost", "local", "lan", "home.arpa", "internal")
+
+
+def _venue_constraints(hosts: Iterable[str]) -> x509.NameConstraints:
+    """The CA's permitted names: :data:`_LOCAL_NAMES`, the private networks,
+    and the hosts given when it was made (a public name or address too)."""
+    permitted: list[x509.GeneralName] = [x509.DNSName(n) for n in _LOCAL_NAMES]
+    permitted += [x509.IPAddress(ipaddress.ip_network(n)) for n in (*_PRIVATE_NETS, *_PRIVATE_NETS6)]
+    for name in subject_alt_names(hosts)[0]:
+        value = name.value
+        if isinstance(name, x509.IPAddress) and not _permitted(name, permitted):
+            permitted.append(x509.IPAddress(ipaddress.ip_network(value)))
+        elif isinstance(name, x509.DNSName) and not _permitted(name, permitted):
+            permitted.append(x509.DNSName(value))
+    return x509.NameConstraints(permitted_subtrees=permitted, excluded_subtrees=None)
+
+
+def _permitted(name: x509.GeneralName, permitted: Iterable[x509.GeneralName]) -> bool:
+    """Whether a SAN falls within the name constraints ``permitted`` (RFC 5280)."""
+    for p in permitted:
+        if isinstance(name, x509.IPAddress) and isinstance(p, x509.IPAddress):
+            net, ip = p.value, name.value
+            if isinstance(net, ipaddress.IPv4Network | ipaddress.IPv6Network) and ip in net:
+                return True
+        elif (
+            isinstance(name, x509.DNSName)
+            and isinstance(p, x509.DNSName)
+            and (name.value == p.value or name.value.endswith("." + p.value))
+        ):
+            return True
+    return False
+
+
+def _ca_certificate(key: ec.EllipticCurvePrivateKey, now: dt.datetime, hosts: Iterable[str] = ()) -> x509.Certificate:
     name = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "salvo"),
@@ -176,6 +215,7 @@ def _ca_certificate(key: ec.EllipticCurvePrivateKey, now: dt.datetime) -> x509.C
         # It signs server certificates only, never another CA.
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(_venue_constraints(hosts), critical=True)
         .add_extension(ski, critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -208,6 +248,22 @@ def _server_certificate(
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+
+
+def _check_constraints(ca: x509.Certificate, sans: list[x509.GeneralName], ca_path: Path) -> None:
+    """A name the kept CA may not vouch for: say so (a browser, OpenSSL
+    would refuse the certificate anyway). CAs from before have none."""
+    try:
+        constraints = ca.extensions.get_extension_for_class(x509.NameConstraints).value
+    except x509.ExtensionNotFound:
+        return
+    outside = [str(n.value) for n in sans if not _permitted(n, constraints.permitted_subtrees or [])]
+    if outside:
+        raise TlsError(
+            f"the CA in {ca_path} vouches only for the venue names it was made for and private addresses, not"
+            f" {', '.join(outside)}: make a new CA for them (move {ca_path.parent} away, run salvo tls with every"
+            " --host, and hand the teams the new ca.crt)"
+        )
 
 
 def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
