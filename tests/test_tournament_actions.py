@@ -42,6 +42,9 @@ class StandIn:
         self.calls.append(("extend", prefix))
         return True
 
+    def any_stopped(self) -> bool:
+        return False
+
 
 def director(broker: Mosquitto, tmp_path: Path, state: State, prefix: str) -> Director:
     d = Director(

@@ -339,3 +339,30 @@ def test_the_restarted_directors_projector_counts_the_whole_game(new_broker: Bro
                 finally:
                     director.kill()
         watch.close()
+
+
+def test_the_director_stops_with_its_referees_fatal_stop(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """The referee of the director's arenas stops for good (its journal can
+    no longer be written: here deleted under it; an EIO in the review): the
+    director used to run on for ever, arenas dead and bots waiting, and a
+    later SIGTERM exited 0. It now stops with the referee's exit code (4)
+    and reason (docs/tournament-night.md promises exit 4)."""
+    mosq = new_broker(users={"referee": "referee-pw"})
+    registry = tmp_path / "teams.json"
+    for n in ("ann", "bob"):
+        add_team(registry, mosq.passwd, n)
+    mosq.start()
+    watch = Recorder(Broker.from_url(mosq.url("referee")), ["/arena1/game/server"])
+    director = subprocess.Popen(
+        director_cmd(mosq.url("referee"), tmp_path, registry), stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        watch.wait(lambda m: m.payload == b"up", timeout=30, what="arena1 up")
+        (tmp_path / "referee.db").unlink()
+        _out, err = director.communicate(timeout=30)
+    finally:
+        watch.close()
+        if director.poll() is None:
+            director.kill()
+    assert director.returncode == 4, err[-2000:]
+    assert "referee.db" in err.strip().splitlines()[-1], err[-2000:]

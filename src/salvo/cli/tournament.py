@@ -290,6 +290,8 @@ def run(
         if server is not None:
             server.close()
         store.close()
+    if (failure := bootstrap.failure_of(service.fatal)) is not None:
+        raise failure  # the referee's own stop: its exit code and reason (a journal that cannot be written: 4)
     if rows is None:
         click.echo("paused: start it again with the same --state to carry on", err=True)
 

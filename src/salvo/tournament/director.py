@@ -53,6 +53,11 @@ class ArenaOps(Protocol):
 
     def close_lobby(self, prefix: str, reason: str) -> bool: ...
 
+    def any_stopped(self) -> bool:
+        """An arena stopped on its own (its journal cannot be written, a bug):
+        the night cannot go on without the organiser."""
+        ...
+
 
 class Director:
     def __init__(
@@ -190,6 +195,9 @@ class Director:
             self.publish_standings()
         while not self.stop.is_set():
             self.ticked = time.monotonic()
+            if self.referee is not None and self.referee.any_stopped():
+                log.error("the referee of the arenas stopped: the night cannot go on; nothing more is assigned")
+                return None
             self._serve_requests()
             with self._lock:
                 self.spool.serve(self)
