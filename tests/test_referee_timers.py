@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS
-from mqttkit import Recorder
+from mosquitto import Mosquitto
+from mqttkit import Recorder, connect_team
 
 
 def test_deadline_starts_with_complete_fleets_and_leaves_out_the_rest(
@@ -90,3 +97,56 @@ def test_key_derivation_does_not_block_other_messages(
     approved = watcher.wait_for(f"{P}/players/alice/ships/carrier/approved", "true", after=mark)
     full = watcher.wait_for(f"{P}/players/count", "13", after=mark, timeout=20)
     assert watcher.messages.index(approved) < watcher.messages.index(full), "the placement waited for the joins"
+
+
+_STEPPED_CLOCK = """
+import os, time
+_real, _trigger = time.time, os.environ["SALVO_TEST_STEP_FILE"]
+def _stepped():
+    # once the test creates the file, this process's wall clock is 30 s back
+    now = _real()
+    return now - 30.0 if os.path.exists(_trigger) else now
+time.time = _stepped
+"""
+
+
+def test_a_backward_clock_step_does_not_stretch_the_turn(broker: Mosquitto, prefix: str, tmp_path: Path) -> None:
+    """The machine's clock stepped back 30 s in the middle of a turn (a VM
+    restored, an organiser setting the time): the running turn lasted its
+    timeout plus the step (a 6 s turn: 36 s in the review). The referee's
+    deadlines run on a clock that never steps now, so the turn ends on time."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_STEPPED_CLOCK)  # read by Python at its start
+    trigger = tmp_path / "step-now"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "SALVO_TEST_STEP_FILE": str(trigger)}
+    files = ["--state", str(tmp_path / "r.db"), "--key-file", str(tmp_path / "r.key")]
+    timing = ["--turn-timeout", "2", "--max-missed-turns", "1", "--placement-timeout", "20"]
+    url = broker.url("referee")
+    referee = subprocess.Popen(
+        [sys.executable, "-m", "salvo", "referee", "--broker", url, "--prefix", prefix, *timing, *files],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    P = f"/{prefix}"
+    watch = Recorder(broker, "referee", [f"{P}/game/#", f"{P}/players/count", f"{P}/players/+/defeated"])
+    teams = {name: connect_team(broker, prefix, name) for name in ("alice", "bob")}
+    try:
+        watch.wait_for(f"{P}/game/server", "up", timeout=30)
+        for team in teams.values():
+            team.join()
+        watch.wait_for(f"{P}/players/count", "2", timeout=20)
+        for name, team in teams.items():
+            team.place_fleet(ROWS if name == "alice" else COLUMNS)
+        first = watch.wait(lambda m: m.topic == f"{P}/game/turn" and bool(m.payload), timeout=20).json()
+        started = time.monotonic()
+        trigger.touch()  # the step, mid-turn: nobody fires
+        watch.wait(lambda m: m.topic == f"{P}/players/{first['player']}/defeated", timeout=40)
+        took = time.monotonic() - started
+    finally:
+        for team in teams.values():
+            team.conn.close()
+        watch.close()
+        referee.terminate()
+        referee.wait(10)
+    assert took < 2 + 2, f"a 2 s turn lasted {took:.1f} s after the clock stepped back 30 s"

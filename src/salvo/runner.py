@@ -20,7 +20,6 @@ import contextlib
 import enum
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, Final
@@ -42,7 +41,7 @@ from salvo.dispatch import (
     ProbeSeen,
     Stop,
 )
-from salvo.loop import Handle, Loop
+from salvo.loop import Handle, Loop, steady_time
 from salvo.mqtt import Broker, Client, connect_async, new_client
 from salvo.presence import Farewell, Sweep
 from salvo.protocol import Arena, Effect
@@ -106,7 +105,7 @@ class ArenaRunner(Dispatcher):
         journal: Journal | None = None,
         session_expiry_s: int = 120,
         discard_session: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = steady_time,
         registry: Registry | None = None,
         loop: Loop | None = None,
         on_stopped: Callable[[ArenaRunner], None] | None = None,
