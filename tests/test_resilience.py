@@ -5,7 +5,9 @@ was down are applied; broker restarts are survived."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +24,7 @@ from salvo.referee import Referee, make_arenas
 from salvo.stress import RefereeProcess
 
 from conftest import BrokerFactory, RefereeFactory, TeamFactory
-from kit import ROWS
+from kit import COLUMNS, ROWS, all_cells
 from mosquitto import Mosquitto
 from mqttkit import Msg, Recorder, connect_team, wait_until
 
@@ -303,3 +305,63 @@ def test_a_new_referee_clears_stale_retained_state(
         fresh.wait_for(f"{P}/players/list", '["alice"]')
     finally:
         fresh.close()
+
+
+def _salvo(m: Msg) -> tuple[int, str, int]:
+    body = m.json()
+    return body["turn"], body["player"], body["shots"]
+
+
+def test_a_stalled_broker_costs_nobody_a_turn(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """The broker frozen (SIGSTOP) for longer than a turn: its connections
+    look alive, nobody can act, and the turn timers fired regardless (1-4
+    turns lost a freeze; once a player was dropped and the game decided
+    during it). The referee's probe through the broker does not come back:
+    within about a second the game's timers wait, and the turn gets the
+    frozen time back. The player whose turn it was fires after the freeze;
+    its salvo counts and nobody is dropped."""
+    mosq = new_broker("stalled")
+    mosq.start()
+    prefix = "stalled"
+    P = f"/{prefix}"
+    key = crypto.load_or_create_referee_key(tmp_path / "k")
+    referee = Referee(
+        make_arenas([prefix], Config(turn_timeout=3, max_missed_turns=1), 3, key),
+        Broker.from_url(mosq.url("referee")),
+        client_id="stalled-referee",
+    )
+    referee.start()
+    watch = Recorder(mosq, "referee", [f"{P}/game/#", f"{P}/players/+/defeated"])
+    clients = {
+        n: SalvoClient(n, f"{n}-secret-for-tests", mosq.url(n), prefix=prefix).connect() for n in ("alice", "bob")
+    }
+    try:
+        assert referee.wait_connected(10)
+        for c in clients.values():
+            c.join()
+        clients["alice"].place_fleet(ROWS)
+        clients["bob"].place_fleet(COLUMNS)
+        first = watch.wait(lambda m: m.topic == f"{P}/game/turn" and bool(m.payload), timeout=20).json()
+        shooter, target = first["player"], "bob" if first["player"] == "alice" else "alice"
+        assert mosq.proc is not None
+        mosq.proc.send_signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            # the turn's 3 s pass twice over, frozen: nothing to wait on in a stopped broker
+            time.sleep(6)
+        finally:
+            mosq.proc.send_signal(signal.SIGCONT)
+        print(f"\nbroker frozen {time.monotonic() - frozen:.1f} s during a 3 s turn")
+        mark = watch.mark()
+        shots = [(target, x, y) for x, y in all_cells(COLUMNS if target == "bob" else ROWS)[: first["shots"]]]
+        clients[shooter].fire_salvo(shots)
+        whole = (first["turn"], shooter, first["shots"])
+        watch.wait(
+            lambda m: m.topic == f"{P}/game/salvo" and bool(m.payload) and _salvo(m) == whole, after=mark, timeout=20
+        )
+        assert not [m for m in watch.since(0) if m.topic.endswith("/defeated")], "a player was dropped"
+    finally:
+        for c in clients.values():
+            c.close()
+        watch.close()
+        referee.stop()

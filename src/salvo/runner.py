@@ -428,11 +428,16 @@ class ArenaRunner(Dispatcher):
         self._halting = True
         self._kick()
 
+    def _send_probe(self, now: float) -> None:
+        """The lag clock's probe through the broker, unless one is out."""
+        if (token := self._lag.probe(now)) is not None:
+            self.out.publish(self.arena.topics.probe, token, qos=1)
+
     def _housekeeping(self) -> None:
         now = self._clock()
         self.rejections.roll(now)
-        if self._state is _State.UP and (token := self._lag.probe(now)) is not None:
-            self.out.publish(self.arena.topics.probe, token, qos=1)
+        if self._state is _State.UP:
+            self._send_probe(now)
         if extension := self._lag.extension(self.arena.game, now):
             self._execute(self.arena.extend(extension, now))
             self._flush()
@@ -483,6 +488,7 @@ class ArenaRunner(Dispatcher):
         self._connected_at = self._clock()
         self._lag.reset()
         self._state = _State.UP
+        self._send_probe(self._connected_at)  # at once: trusted before any game of this connection can start
         self.connected.set()
         if self._lost_at is not None:
             cut = self._connected_at - self._lost_at
