@@ -99,6 +99,9 @@ class Link:
         self.retry_at = 0.0
         #: no more (re)connecting: the owner is stopping
         self.closing = False
+        #: no reconnecting until released (release()): its owner must first
+        #: prove on another connection that it may still speak
+        self.held = False
         #: messages this connection delivered (to tell a read that found one)
         self.received = 0
         self._on_message = on_message
@@ -141,9 +144,16 @@ class Link:
         back-off from the beginning again."""
         self.delay = 0.0
 
+    def release(self) -> None:
+        """Reconnect again (now, when lost and held)."""
+        if self.held:
+            self.held = False
+            if not self.closing and self._retry is None and self.client.socket() is None:
+                self._retry = self.loop.call_soon(self._attempt_cb)
+
     def _attempt(self) -> None:
         self._retry = None
-        if self.closing or self.client.socket() is not None:
+        if self.closing or self.held or self.client.socket() is not None:
             return
         # Set before trying: a broker that accepts TCP and then refuses the
         # CONNECT closes the socket, and must not be retried in a tight loop.

@@ -22,7 +22,8 @@ from salvo.engine import Event, Publish
 from salvo.errors import Code, Illegal, Rejection
 from salvo.loop import Loop
 from salvo.mqtt import Client
-from salvo.pacing import REPORTS_PER_S, LagClock, RejectionLog, ReportBudget
+from salvo.ownership import Lease
+from salvo.pacing import BROKER_INFLIGHT, REPORTS_PER_S, LagClock, RejectionLog, ReportBudget
 from salvo.protocol import Arena, DeriveKey, Effect, Log, Record
 from salvo.teams import Registry
 
@@ -311,6 +312,10 @@ class Dispatcher(abc.ABC):
         if mark and journal is not None:
             self._unacked.append((mark, infos))
         self._pub.write_now()  # the results on the wire before the acks
+        if len(self._acks) >= BROKER_INFLIGHT:
+            # The broker sent as many as it may before our acks: it had more
+            # waiting for us, queued at its end (and, full, dropped).
+            self._lag.behind()
         for mid, qos in self._acks:
             self.client.ack(mid, qos)
         self._acks.clear()
@@ -332,20 +337,25 @@ class Dispatcher(abc.ABC):
             journal.mark_published(self.arena.topics.prefix, last)
 
     def _check_lease(self, payload: bytes) -> None:
-        """A lease on this arena. Once this referee's own came back from the
-        broker, another one after it means the arena was taken over (by a
-        referee started while this one was cut off, or at the same moment):
-        the last claim wins, this one stops, quietly. (What the broker held
-        before this referee's claim is an earlier holder's, approved by the
-        survey at start-up.)"""
+        """A lease on this arena. A newer one than this referee's (a higher
+        generation: claimed after it, by a referee started while this one was
+        away, or at the same moment and later) means the arena is taken: this
+        one stops, quietly. An older one is a holder that was away and came
+        back (a frozen process waking): ours stands, and is said again so
+        that the broker keeps it (that one stops when it sees ours)."""
         lease = self.arena.lease
         if lease is None or not payload:
             return
         if payload.decode("utf-8", "replace") == lease:
             self._lease_echoed = True
             return
-        if not self._lease_echoed:
+        mine, other = Lease.parse(lease), Lease.parse(payload)
+        if mine is not None and other is not None and not other.newer_than(mine):
+            log.warning("[%s] an older lease came back (%s): this referee holds the arena", self.name, payload[:200])
+            self._outbox.append(Publish(self.arena.topics.lease, lease, True))
             return
+        if other is None and not self._lease_echoed:
+            return  # unreadable, from before this referee's own came back: not a claim after it
         log.error("[%s] another referee took this arena over (lease %s); stopping", self.name, payload[:200])
         taken = f"arena {self.name}: another referee took it over (its lease: {payload[:200]!r})"
         self._halt(Fatal(Stop.ARENA_TAKEN, taken))

@@ -29,7 +29,6 @@ from typing import Any, Protocol
 log = logging.getLogger("salvo.loop")
 
 
-
 #: This process's start, in wall time and in monotonic time (steady_time).
 _WALL0, _MONO0 = time.time(), time.monotonic()
 
@@ -42,6 +41,7 @@ def steady_time() -> float:
     made a 6 s turn last 36. The referee publishes its deadlines in it: on a
     machine whose clock was stepped, the better guess of the teams' time."""
     return _WALL0 + (time.monotonic() - _MONO0)
+
 
 class _HasFileno(Protocol):
     def fileno(self) -> int: ...

@@ -64,25 +64,36 @@ class Lease:
     host: str
     #: FREE_PLAY, TOURNAMENT, or "" (a referee that did not say: older ones, tools)
     role: str = ""
+    #: the arena's lease generation: one more than the newest its holder saw
+    #: when it took the arena (0: a referee of an older version). It only
+    #: grows, whatever the machines' clocks say: the fencing token.
+    gen: int = 0
 
     @staticmethod
-    def new(now: float | None = None, role: str = "") -> Lease:
+    def new(now: float | None = None, role: str = "", gen: int = 0) -> Lease:
         since = round(time.time() if now is None else now, 3)
-        return Lease(os.urandom(8).hex(), since, socket.gethostname()[:64], role)
+        return Lease(os.urandom(8).hex(), since, socket.gethostname()[:64], role, gen)
 
     def text(self) -> str:
         body: dict[str, object] = {"id": self.id, "since": self.since, "host": self.host}
         if self.role:
             body["role"] = self.role
+        if self.gen:
+            body["gen"] = self.gen
         return json.dumps(body, separators=(",", ":"))
+
+    def newer_than(self, other: Lease) -> bool:
+        """The later claim of the two: the higher generation; at the same
+        one (two referees claiming at once), the later start, then the id."""
+        return (self.gen, self.since, self.id) > (other.gen, other.since, other.id)
 
     @staticmethod
     def parse(text: str | bytes | None) -> Lease | None:
         try:
             value: Any = json.loads(text or "")
-            role = str(value.get("role", ""))
-            return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")), role)
-        except (ValueError, TypeError, KeyError):
+            role, gen = str(value.get("role", "")), int(value.get("gen", 0))
+            return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")), role, gen)
+        except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
 
@@ -245,8 +256,10 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
             there.state,
         )
     for arena in arenas:
-        lease = Lease.new(role=role).text()
-        store.set_lease(arena.topics.prefix, lease)
+        p = arena.topics.prefix
+        known = [lease for lease in (seen[p].lease, Lease.parse(store.lease(p))) if lease is not None]
+        lease = Lease.new(role=role, gen=max((lease.gen for lease in known), default=0) + 1).text()
+        store.set_lease(p, lease)
         arena.lease = lease
     store.settle()
     store.checkpoint()  # arenas and leases into the file itself: a lost -wal keeps them

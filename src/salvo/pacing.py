@@ -29,6 +29,14 @@ REPORT_BUCKETS: Final = 1024
 LAG_GRACE_S: Final = 1.0
 #: The most time one game's deadlines are given back in all.
 LAG_EXTENSION_MAX_S: Final = 300.0
+#: A turn that was delayed also gets this: a message the broker dropped
+#: meanwhile (its queue for the referee full) comes back only when its sender
+#: sends it again (the SDK: a salvo not resolved in 3 s, client.SALVO_RESEND_S).
+LAG_RESEND_S: Final = 3.0
+#: QoS 1 messages mosquitto sends a client before its acknowledgements
+#: (max_inflight_messages, 20 by default): a batch that acknowledges as many
+#: means the broker had more waiting for the referee.
+BROKER_INFLIGHT: Final = 20
 #: Smaller steps are not worth a /game/deadline of their own.
 LAG_STEP_S: Final = 0.25
 #: Rejections logged line by line per window (see RejectionLog).
@@ -81,11 +89,21 @@ class LagClock:
     fills it, messages dropped) and the referee's own inbox included; a
     probe not back yet (a broker that stopped answering, a SIGSTOP) counts
     by its age. Beyond LAG_GRACE_S the running turn (or placement period)
-    is given that delay back, as much as it has not had yet, at most
-    LAG_EXTENSION_MAX_S in a game; and its timer waits meanwhile. Rejected
-    traffic as such gives nothing back: another team's junk that does not
-    slow the way delays nobody. Until a first probe came back after a
-    connect (a broker that does not let it through), it gives nothing.
+    is given that delay back and LAG_RESEND_S more (what it takes a dropped
+    message to be sent again), as much as it has not had yet, at most
+    LAG_EXTENSION_MAX_S in a game; and its timer waits meanwhile.
+
+    A probe may slip through while the broker drops other messages (its
+    queue for the referee full, in bursts): so a window of the referee's
+    housekeeping in which it was always behind (work left for later, or a
+    batch acknowledging a whole in-flight window of the broker's) and never
+    once caught up counts as delay too, all of it. The broker only queues and
+    drops for a referee that is behind.
+
+    Rejected traffic as such gives nothing back: another team's junk that
+    the referee keeps up with delays nobody. Until a first probe came back
+    after a connect (a broker that does not let it through), it gives
+    nothing.
     """
 
     def __init__(self) -> None:
@@ -94,10 +112,15 @@ class LagClock:
         self._trusted = False  # a probe came back since the connect
         self._turn: tuple[tuple[int, str, int], float] = ((0, "", 0), 0.0)  # given to the running turn
         self._game: tuple[int, float] = (0, 0.0)  # given to the game
+        self._window: float | None = None  # when the housekeeping window began
+        self._caught_up = False  # the referee caught up in this window
+        self._behind = False  # it left work for later in this window
+        self._saturated = 0.0  # this turn's time in windows it never caught up in
 
     def reset(self) -> None:
         """A (re)connect: what was out is lost; trust comes with a new round trip."""
         self._out, self._rtt, self._trusted = None, 0.0, False
+        self._window, self._caught_up, self._behind = None, False, False
 
     def probe(self, now: float) -> bytes | None:
         """A token to publish now, or None while the last one is out."""
@@ -111,11 +134,28 @@ class LagClock:
         if self._out is not None and token == self._out[0]:
             self._rtt, self._out, self._trusted = now - self._out[1], None, True
 
+    def idle(self) -> None:
+        """The referee caught up: nothing waits for it (its inbox, its socket)."""
+        self._caught_up = True
+
+    def behind(self) -> None:
+        """The referee left work for later (the other arenas' turn first)."""
+        self._behind = True
+
+    def window(self, now: float) -> None:
+        """A housekeeping window ends: one in which the referee was behind
+        and never caught up counts as saturated (a flood it cannot keep up
+        with, which the broker queues and drops)."""
+        if self._window is not None and self._behind and not self._caught_up:
+            self._saturated += now - self._window
+        self._window, self._caught_up, self._behind = now, False, False
+
     def lag(self, now: float) -> float:
         """The delay a team's message has on its way now (0 until trusted)."""
         if not self._trusted:
             return 0.0
-        return max(self._rtt, now - self._out[1] if self._out is not None else 0.0)
+        probed = max(self._rtt, now - self._out[1] if self._out is not None else 0.0)
+        return max(probed, self._saturated)
 
     def holding(self, now: float) -> bool:
         """Messages are late: the game's timers wait."""
@@ -123,13 +163,16 @@ class LagClock:
 
     def extension(self, game: Game, now: float) -> float:
         """The delay to give back to the running deadline now (0: none)."""
+        turn = (game.game_no, game.phase.value, game.turn)
+        if turn != self._turn[0]:  # a new turn (or placement period): its own account
+            self._turn, self._saturated = (turn, 0.0), 0.0
         lag = self.lag(now)
         if lag <= LAG_GRACE_S or game.next_deadline() is None:
             return 0.0
-        turn = (game.game_no, game.phase.value, game.turn)
-        given = self._turn[1] if self._turn[0] == turn else 0.0
+        given = self._turn[1]
         in_game = self._game[1] if self._game[0] == game.game_no else 0.0
-        extra = min(lag - given, LAG_EXTENSION_MAX_S - in_game)
+        owed = lag + LAG_RESEND_S  # the delay, and the time a dropped message takes to come again
+        extra = min(owed - given, LAG_EXTENSION_MAX_S - in_game)
         if extra < LAG_STEP_S:
             return 0.0
         self._turn, self._game = (turn, given + extra), (game.game_no, in_game + extra)

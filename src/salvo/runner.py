@@ -19,6 +19,7 @@ import collections
 import contextlib
 import enum
 import logging
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -43,6 +44,7 @@ from salvo.dispatch import (
 )
 from salvo.loop import Handle, Loop, steady_time
 from salvo.mqtt import Broker, Client, connect_async, new_client
+from salvo.ownership import Lease
 from salvo.presence import Farewell, Sweep
 from salvo.protocol import Arena, Effect
 from salvo.store import StoreFailure
@@ -156,6 +158,10 @@ class ArenaRunner(Dispatcher):
         self.out.on_connect = self._on_out_connect
         self.out.on_disconnect = self._on_out_disconnect
         self.out.max_inflight_messages_set(MAX_INFLIGHT)
+        #: the leases the broker showed since the subscriber (re)connected, in order
+        self._leases_seen: list[bytes] = []
+        #: the marker of a lease check under way (the publishing connection held)
+        self._fence_token: bytes | None = None
         self._sub = self._link(self.client, _CONNECTION, on_message=self._on_message, on_read=self._kick)
         self._pub = self._link(self.out, _PUBLISHING, on_read=self._after_out_read)
         # ``out`` first: its last will guards everything ``client`` triggers.
@@ -206,8 +212,15 @@ class ArenaRunner(Dispatcher):
         if self._discarding and not self._discarded(bool(flags.session_present)):
             return
         self._sub.up()
-        self._ever_connected = True
+        self._fence_token = None  # (a check under way is the sweep's now)
+        first, self._ever_connected = not self._ever_connected, True
         self._judge(self._takeovers.reconnected(_CONNECTION, self.client.endpoint), self._pub)
+        self._leases_seen.clear()
+        if first and self.arena.lease:
+            # The claim first, before the sweep publishes anything: a referee
+            # starting at the same moment sees it (or this one sees theirs,
+            # before its sweep's marker) and the later claim alone goes on.
+            self.out.publish(self.arena.topics.lease, self.arena.lease, qos=1, retain=True)
         # Retain-as-published (MQTT 5): a message a team published with the
         # retain flag keeps it, live or not, so the referee can clear it (a
         # retained inbound message would be re-read at every resubscribe).
@@ -285,6 +298,31 @@ class ArenaRunner(Dispatcher):
 
     def _on_out_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         self._note_disconnect(rc, _PUBLISHING)
+        if self._ever_connected and self._state not in _ENDING and self.arena.lease:
+            # Fencing: this referee may have been away (a frozen process, a
+            # cut-off machine) while another took the arena. Nothing it
+            # publishes, not even paho's resends of what was in flight, goes
+            # out again before the subscriber has seen the arena's lease and
+            # it is still this one's: at the end of the next sweep, or when
+            # this check's marker comes back (after the retained lease).
+            self._pub.held = True
+            if self.connected.is_set():
+                self._leases_seen.clear()
+                self._fence_token = os.urandom(8).hex().encode()
+                t = self.arena.topics
+                self.client.subscribe([(t.lease, 0), (t.sweep, 0)])  # the retained lease again, then:
+                self.client.publish(t.sweep, self._fence_token, qos=0)
+
+    def _fenced(self) -> None:
+        """The lease check's marker is back: every lease the broker holds or
+        took meanwhile came before it."""
+        self._fence_token = None
+        self.client.unsubscribe(self.arena.topics.sweep)
+        if self._rival():
+            log.error("[%s] a newer referee holds this arena: stopping, publishing nothing", self.name)
+            self._halt(Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over meanwhile"))
+        elif self._state is _State.UP:
+            self._pub.release()
 
     def _note_disconnect(self, rc: ReasonCode, role: str) -> None:
         self._takeovers.dropped(role, rc, quiet=self._state in _ENDING)
@@ -295,7 +333,15 @@ class ArenaRunner(Dispatcher):
         except UnicodeDecodeError:  # a broker should not let this through
             topic = msg._topic.decode("utf-8", "replace")
         if topic == self.arena.topics.lease:
+            self._leases_seen.append(bytes(msg.payload))
             self._high.append(LeaseSeen(bytes(msg.payload)))
+            return
+        if (
+            topic == self.arena.topics.sweep
+            and self._fence_token is not None
+            and bytes(msg.payload) == self._fence_token
+        ):
+            self._fenced()
             return
         if topic == self.arena.topics.probe:
             self._high.append(ProbeSeen(bytes(msg.payload), msg.mid, msg.qos))
@@ -403,7 +449,10 @@ class ArenaRunner(Dispatcher):
             self._begin_stop()
             return
         if self._state is not _State.SWEEPING and (self._high or self._low):
+            self._lag.behind()
             self._kick()  # the rest after the other arenas' turn
+        elif not self._sub.has_input():
+            self._lag.idle()  # caught up: nothing waits for this referee, here or at the broker
         self._arm_timer()
 
     def _work(self) -> None:
@@ -438,7 +487,8 @@ class ArenaRunner(Dispatcher):
         self.rejections.roll(now)
         if self._state is _State.UP:
             self._send_probe(now)
-        if extension := self._lag.extension(self.arena.game, now):
+            self._lag.window(now)
+        if self._state is _State.UP and (extension := self._lag.extension(self.arena.game, now)):
             self._execute(self.arena.extend(extension, now))
             self._flush()
             self._arm_timer()
@@ -474,10 +524,24 @@ class ArenaRunner(Dispatcher):
         self._state = _State.SWEEPING
         self._sweep.start()
 
+    def _rival(self) -> bool:
+        """A lease newer than this referee's among those the broker showed
+        since the subscriber connected: the arena was taken meanwhile."""
+        mine = Lease.parse(self.arena.lease)
+        seen = [lease for lease in map(Lease.parse, self._leases_seen) if lease is not None]
+        return mine is not None and any(other.id != mine.id and other.newer_than(mine) for other in seen)
+
     def _end_sweep(self) -> None:
         """Clear what the sweep found stale, publish what the journal says the
         teams have not heard yet (a referee killed between journaling and
-        publishing), then the state: the arena is up."""
+        publishing), then the state: the arena is up. Unless the broker showed
+        a newer lease meanwhile (it came before the sweep's marker): then
+        nothing at all, and this referee stops."""
+        if self._rival():
+            log.error("[%s] a newer referee holds this arena: stopping, publishing nothing", self.name)
+            self._halt(Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over meanwhile"))
+            return
+        self._pub.release()
         t = self.arena.topics
         self._sweep.finish(self.out, keep={*self.arena.game.retained, t.server, t.pubkey})
         backlog, self.arena.backlog = self.arena.backlog, []
