@@ -129,3 +129,24 @@ def make_team(broker: Mosquitto, prefix: str) -> Iterator[TeamFactory]:
     yield make
     for team in teams:
         team.conn.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_sdk_client_outlives_its_test(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every SalvoClient a test made is closed when it ends: one left behind
+    (in a thread still waiting for its next assignment, say) retries the
+    broker its test stopped for the rest of the session, and its log lines
+    land in other tests' captures."""
+    from salvo.client import SalvoClient
+
+    made: list[SalvoClient] = []
+    original = SalvoClient.__init__
+
+    def init(self: SalvoClient, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(SalvoClient, "__init__", init)
+    yield
+    for client in made:
+        client.close()
