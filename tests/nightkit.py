@@ -132,7 +132,13 @@ class Night:
     def free_ports(self) -> None:
         self.ports = {
             name: free_port()
-            for name in ("SALVO_TLS_PORT", "SALVO_MQTT_PORT", "SALVO_PROJECTOR_PORT", "SALVO_CONSOLE_PORT")
+            for name in (
+                "SALVO_TLS_PORT",
+                "SALVO_REFEREE_TLS_PORT",
+                "SALVO_MQTT_PORT",
+                "SALVO_PROJECTOR_PORT",
+                "SALVO_CONSOLE_PORT",
+            )
         }
         self.set_env(**self.ports)
 
@@ -162,6 +168,12 @@ class Night:
 
     def wait_health(self, service: str, status: str, timeout: float = 120) -> None:
         self.wait(f"{service} {status}", lambda: self.health(service) == status, timeout)
+
+    def signal_salvo(self, service: str, sig: str) -> None:
+        """Send ``sig`` to the service's salvo process itself: the child of
+        the container's init (Docker's tini is PID 1), by its host PID."""
+        init = self.inspect(service)["State"]["Pid"]
+        self.sh(f"pkill -{sig} -P {init}")
 
     def logs(self, service: str) -> str:
         return self.compose("logs", "--no-log-prefix", service, check=False)

@@ -166,11 +166,11 @@ def test_a_night_on_the_engine_as_the_guide_says(night: Night) -> None:
 
     # -- a frozen director turns the healthcheck unhealthy, and healthy again
     n.wait_health("referee", "healthy", timeout=90)
-    n.sh(f"docker kill -s STOP {n.container('referee')}")
+    n.signal_salvo("referee", "STOP")  # the director's process frozen (a laptop lid, a VM pause)
     try:
         n.wait_health("referee", "unhealthy", timeout=60)
     finally:
-        n.sh(f"docker kill -s CONT {n.container('referee')}")
+        n.signal_salvo("referee", "CONT")
     n.wait_health("referee", "healthy", timeout=60)
 
     # -- down and up mid-tournament: standings and the director's state survive

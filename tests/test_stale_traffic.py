@@ -20,6 +20,8 @@ from salvo.cli.common import ExitCode
 from salvo.engine import Config
 from salvo.failures import LocalFailure
 from salvo.mqtt import Broker
+from salvo.ownership import FREE_PLAY
+from salvo.protocol import DeriveKey, Record
 from salvo.referee import Referee
 from salvo.resume import Heartbeat
 from salvo.store import Store
@@ -160,3 +162,33 @@ def test_a_free_play_referee_and_a_tournament_never_both_hold_an_arena(
     finally:
         ref.stop()
         store.close()
+
+
+def test_a_journal_game_the_arena_moved_on_from_is_not_resumed(broker: Mosquitto, prefix: str, tmp_path: Path) -> None:
+    """Free play stopped mid-game for the tournament, which ended that game
+    and played its own in the arena; back to free play, the referee resumed
+    its journal's game of hours before (the compose night's test saw it).
+    The broker shows another referee's game since (an empty lobby here):
+    the journal's game is abandoned and a new one begins."""
+    url = Broker.from_url(broker.url("referee"))
+    key = crypto.load_or_create_referee_key(tmp_path / "k")
+    store, (arena,) = bootstrap.referee_arenas(tmp_path / "free.db", url, [prefix], Config(), None, key, fresh=False)
+    for name in ("ann", "bob"):  # free play's game under way in the journal
+        for event in arena.on_message(
+            arena.topics.request_participation, json.dumps({"name": name, "secret": "s"}).encode(), 1.0
+        ):
+            if isinstance(event, DeriveKey):
+                for effect in arena.on_key(event, crypto.derive_team_key(name, "s"), 1.0):
+                    if isinstance(effect, Record):
+                        store.record(prefix, effect.game_no, effect.event)
+    old_game = arena.game.game_id
+    assert len(arena.game.players) == 2
+    other = Recorder(broker, "referee", [])
+    try:  # the tournament's referee played here since, and stopped: its lobby on the broker
+        for topic, payload in (("state", "lobby"), ("id", "f0e1d2c3b4a59687"), ("server", "down")):
+            other.publish(f"/{prefix}/game/{topic}", payload, retain=True)
+        bootstrap.claim(url, [arena], store, fresh=False, role=FREE_PLAY)
+    finally:
+        other.close()
+        store.close()
+    assert arena.game.game_id != old_game and arena.game.players == {}  # a new game, not the stale one

@@ -231,7 +231,11 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
             problems.append(problem)
             continue
         there, own = seen[p], {arena.game.game_id, *earlier}
-        if there.in_progress and (there.game_id or not has_events) and there.game_id not in own:
+        if (there.game_id is not None and there.game_id not in own) or (there.in_progress and not has_events):
+            # Another referee's game is (or was last) on the broker, in any
+            # state: the arena moved on since this journal's game, which is
+            # abandoned rather than resumed over it (free play coming back
+            # after a tournament resumed its game of hours before).
             replaced.append(arena)
     if problems:
         return problems
@@ -244,7 +248,9 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
         # topics of the game it replaces.
         there = seen[arena.topics.prefix]
         kind = there.lease.role if there.lease is not None and there.lease.role else "stopped"
-        why = "--fresh" if fresh and there.state != "over" else f"taken over from a {kind} referee"
+        why = (
+            "--fresh" if fresh and there.in_progress and there.state != "over" else f"taken over from a {kind} referee"
+        )
         records = [e for e in arena.abandon(f"salvo referee: {why}", time.time()) if isinstance(e, Record)]
         store.record_many([(arena.topics.prefix, r.game_no, r.event) for r in records])
         log.warning(
