@@ -15,6 +15,7 @@ from nacl.secret import SecretBox
 from salvo import crypto
 from salvo.engine import PLACEMENTS_CAP, Burn, Fire, Join, Phase, Publish, Tick
 from salvo.errors import Code, Illegal
+from salvo.events import Refused
 from salvo.protocol import WRONG_SECRET_COOLDOWN_S, DeriveKey
 from salvo.rules import Orientation, Placement
 
@@ -71,7 +72,7 @@ def test_a_rejected_fire_is_reported_to_its_sender_and_only_there() -> None:
     assert isinstance(burn, Burn) and burn.player == other
     # the only trace: its nonce is spent for the game
     assert burn.code == "not_current_player"
-    assert d.game.nonce_seen(other, burn.nonce) is False and d.game.players[other].burned == 1
+    assert d.game.nonce_seen(other, burn.nonce) == Refused("not_current_player") and d.game.players[other].burned == 1
     assert without_spent(d.game.snapshot()) == without_spent(before)
 
 
@@ -153,6 +154,8 @@ def test_the_unbound_v1_form_is_refused_unless_the_referee_opts_in() -> None:
 
 
 def test_a_rejected_signature_stays_spent_when_its_moment_comes() -> None:
+    """And every delivery of it gets its first answer: a team's client that
+    branches on the code sees the real reason, not "replayed"."""
     d = ArenaDriver(seed=3)
     d.start({"alice": ROWS, "bob": COLUMNS})
     me = d.game.current
@@ -167,8 +170,12 @@ def test_a_rejected_signature_stays_spent_when_its_moment_comes() -> None:
         for _ in range(d.game.allowed):
             d.fire(cur, tgt, *water(d, tgt))
     assert d.game.current == me
+    fired = d.game.fired
     out = d.send(d.t.fire(target), early)  # now it would be good: but it was opened before
-    assert d.errors(out)[d.t.player_error(me)]["code"] == "replayed"
+    # refused still, with the answer it had (a redelivery after a restart gets the same: test_store)
+    report = d.errors(out)[d.t.player_error(me)]
+    assert report["code"] == "wrong_turn" and "refused already" in report["error"]
+    assert d.game.fired == fired
 
 
 def test_an_accepted_shot_delivered_again_is_ignored_in_silence() -> None:
@@ -206,7 +213,7 @@ def test_nobody_can_spend_another_players_nonces() -> None:
     box = SecretBox(d.key(other)).encrypt(b"garbage", nonce)  # the same nonce under the other key
     before = spent(d.game)
     d.send(d.t.fire(other), json.dumps({"data": "garbage", "signature": base64.b64encode(bytes(box)).decode()}))
-    assert spent(d.game) == {**before, (other, nonce): False}
+    assert spent(d.game) == {**before, (other, nonce): Refused("malformed")}
     assert [p.topic for p in d.send(d.t.fire(other), mine)] == [d.t.hit(other)]
 
 
@@ -227,6 +234,37 @@ def test_nonces_are_per_game_so_memory_stays_flat() -> None:
         d.run(d.arena.on_tick(d.now))
         assert spent(d.game) == {} and d.game.phase is Phase.LOBBY
     assert sizes[0] > 0
+
+
+def test_a_shot_of_the_previous_game_delivered_late_goes_to_its_sender_not_to_everybody() -> None:
+    """A clustered broker redelivers an unacknowledged shot about 30 s after
+    a node fails: into the next game, whose players cannot open it. Not a
+    public forgery alarm: a private wrong_game to the team that sent it."""
+    d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    shooter = d.game.current
+    assert shooter is not None
+    target = "bob" if shooter == "alice" else "alice"
+    late = d.signed_fire(shooter, target, 9, 9)  # in flight when the node failed
+    todo = {"alice": all_cells(ROWS), "bob": all_cells(COLUMNS)}
+    while d.game.phase is Phase.TURN:
+        cur = d.game.current
+        assert cur is not None
+        tgt = "bob" if cur == "alice" else "alice"
+        for _ in range(d.game.allowed):
+            d.fire(cur, tgt, *(todo[tgt].pop() if todo[tgt] else water(d, tgt)))
+    d.now += 2
+    d.run(d.arena.on_tick(d.now))
+    d.start({"carol": ROWS, "dave": COLUMNS})  # the next game: other teams
+    before = d.game.snapshot()
+    out = d.send(d.t.fire(target), late)
+    assert list(d.errors(out)) == [d.t.player_error(shooter)]  # nothing on /game/errors
+    assert d.errors(out)[d.t.player_error(shooter)]["code"] == "wrong_game"
+    assert d.game.snapshot() == before
+    # a signature nobody of either game can open is still the public alarm
+    forged = json.loads(late)
+    forged["signature"] = base64.b64encode(b"\x01" * 64).decode()
+    assert list(d.errors(d.send(d.t.fire(target), json.dumps(forged)))) == [d.t.errors]
 
 
 # -- joins ---------------------------------------------------------------------------------

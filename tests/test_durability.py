@@ -16,7 +16,7 @@ from nacl.public import PrivateKey
 
 from salvo import crypto, payloads
 from salvo.engine import Abandon, Config, Event, Extend, Phase, Place, Tick
-from salvo.ownership import FREE_PLAY, TOURNAMENT, Lease, Sighting, verdict
+from salvo.ownership import FREE_PLAY, TOURNAMENT, Lease, Progress, Sighting, lag, verdict
 from salvo.protocol import Record
 from salvo.referee import make_arenas
 from salvo.rules import Orientation, Placement
@@ -238,6 +238,42 @@ def test_what_is_published_again_never_sends_a_retained_topic_back_in_time(tmp_p
     again.close()
 
 
+def test_only_the_last_salvos_hit_count_is_published_again_and_with_its_salvo(tmp_path: Path) -> None:
+    """/game/hits carries no turn: after a restart that publishes several
+    salvos again, only the count that goes with the retained /game/salvo
+    kept goes out (the review saw earlier counts arrive out of place)."""
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = arena.game, arena
+    for name in ("alice", "bob"):
+        d.join(name)
+    d.place("alice", ROWS)
+    d.place("bob", COLUMNS)
+    last = store.record_many([("p", 1, event) for event in d.records])
+    store.mark_published("p", last)
+    d.records.clear()
+    for _ in range(3):  # three whole salvos journaled, none acknowledged
+        me = d.game.current
+        assert me is not None
+        target = "bob" if me == "alice" else "alice"
+        for _shot in range(d.game.allowed):
+            d.fire(me, target, _shot, 9)
+    store.record_many([("p", 1, event) for event in d.records])
+    store.close()
+
+    again = Store(tmp_path / "state.db")
+    (back,) = make_arenas(["p"], CONFIG, 3, key, again)
+    topics = [p.topic for p in back.backlog]
+    assert topics.count(d.t.hits) == 1 and topics.count(d.t.salvo) == 1
+    assert topics.index(d.t.hits) < topics.index(d.t.salvo)  # in its place: right before its salvo
+    (salvo,) = [p for p in back.backlog if p.topic == d.t.salvo]
+    (hits,) = [p for p in back.backlog if p.topic == d.t.hits]
+    assert json.loads(salvo.payload)["turn"] == 3 and json.loads(salvo.payload)["hits"] == int(hits.payload)
+    again.close()
+
+
 # -- who may take an arena -------------------------------------------------------------------
 
 
@@ -350,3 +386,106 @@ def test_an_extension_is_journaled_like_every_event(tmp_path: Path) -> None:
     (back,) = make_arenas(["p"], CONFIG, 3, key, again)
     assert back.game.next_deadline() == pytest.approx(d.now + CONFIG.placement_timeout + 2.0)
     again.close()
+
+
+# -- a journal behind the broker, a copy of the state file ------------------------------------------
+
+
+def progress(state: str = "turn", turn: int = 2, fallen: frozenset[str] = frozenset()) -> Progress:
+    return Progress(state, turn, fallen)
+
+
+@pytest.mark.parametrize(
+    ("seen", "why"),
+    [
+        (Sighting(state="turn", turn=2), None),  # where the journal is
+        (Sighting(state="turn", turn=1), None),  # the journal ahead: its backlog publishes the rest
+        (Sighting(state="lobby"), None),
+        (Sighting(state="turn", turn=6), "the broker shows turn 6, this journal ends at turn 2"),
+        (Sighting(state="over", turn=2), "the broker shows turn 2, this journal ends at turn 2"),
+        (Sighting(state="turn", turn=2, fallen={"/p/players/a/ships/carrier/sunk"}), "1 sunk ship(s)"),
+    ],
+)
+def test_a_journal_behind_what_the_broker_shows_is_told_apart(seen: Sighting, why: str | None) -> None:
+    found = lag(seen, progress())
+    assert (found is None) if why is None else (found is not None and why in found), found
+
+
+def test_a_journal_behind_the_broker_refuses_to_start_and_says_how_far() -> None:
+    seen = Sighting(server="down", lease=MINE, state="turn", game_id="g1", players=["a", "b"], turn=6)
+    behind = lag(seen, progress(turn=2))
+    why = verdict(
+        "p", seen, last_lease=MINE, game_id="g1", has_events=True, fresh=False, behind=behind, state_file="state.db"
+    )
+    assert why is not None
+    assert "the broker shows turn 6, this journal ends at turn 2" in why and "state.db is behind" in why
+    assert "newest state file" in why and "--fresh" in why  # the way forward, named
+    # --fresh ends that game on purpose (claim then abandons it rather than resume it: test_store)
+    assert verdict("p", seen, last_lease=MINE, game_id="g1", has_events=True, fresh=True, behind=behind) is None
+
+
+def test_a_journal_games_behind_the_broker_is_refused_even_with_fresh() -> None:
+    seen = Sighting(server="down", lease=MINE, state="turn", game_id="g9", players=["a", "b"], turn=3)
+    for fresh in (False, True):
+        why = verdict("p", seen, last_lease=MINE, game_id="g7", has_events=True, fresh=fresh, later_game=2)
+        assert why is not None and "2 game(s) after" in why and "new state file" in why
+
+
+def test_a_copied_lease_is_never_taken_for_ones_own_previous_run() -> None:
+    """A copy of the live state file (another machine, a restored backup)
+    carries the live referee's lease, but not the file it was taken with."""
+    live = Lease("aaaa", 1.0, "here", gen=3, run="file-one")
+    seen = Sighting(server="up", lease=live, state="turn", game_id="g1", players=["a", "b"], turn=4)
+
+    def check(seen: Sighting, last: Lease, run: str) -> str | None:
+        return verdict("p", seen, last_lease=last, game_id="g1", has_events=True, fresh=False, run=run)
+
+    assert check(seen, live, "file-one") is None  # my own run, killed: take it back
+    why = check(seen, live, "file-two")  # the same lease, from a copy
+    assert why is not None and "another referee holds it and is up" in why
+    older = Lease("aaaa", 1.0, "here")  # a lease from before run identities: as before
+    assert check(Sighting(server="up", lease=older), older, "file-two") is None
+
+
+def test_a_copy_of_a_state_file_is_another_run_and_a_rename_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.add_arena("a", "1/a", CONFIG, bytes(32))
+    first = store.run_identity
+    store.close()
+    reopened = Store(path)
+    assert reopened.run_identity == first  # reopened: the same file
+    reopened.close()
+    moved = tmp_path / "moved.db"
+    os.rename(path, moved)
+    again = Store(moved)
+    assert again.run_identity == first  # moved on the same disk: still that file
+    again.close()
+    copy = tmp_path / "copy.db"
+    assert backup(moved, copy) >= 0
+    other = Store(copy)
+    assert other.run_identity != first
+    other.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced", "spool deleted", "emptied"])
+def test_nothing_is_journaled_into_a_file_a_restart_would_not_read(tmp_path: Path, how: str) -> None:
+    """The review saw a referee publish up to 10 hits journaled into a
+    deleted file, in the second before its check: now the write itself
+    says so, and the batch's results never go out (StoreFailure)."""
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.record_many(ticks(1))
+    if how == "deleted":
+        path.unlink()
+    elif how == "replaced":
+        other = tmp_path / "other.db"
+        other.write_bytes(path.read_bytes())
+        os.replace(other, path)
+    elif how == "emptied":
+        os.truncate(path, 0)
+    else:
+        Path(f"{path}-spool").unlink()
+    with pytest.raises(StoreFailure, match="stopping before anything more is published"):
+        store.record_many(ticks(1, 5.0))
+    store.close()

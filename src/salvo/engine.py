@@ -92,6 +92,7 @@ from salvo.events import (
     Phase,
     Place,
     PlayerState,
+    Refused,
     Rejected,
     Result,
     Resume,
@@ -167,6 +168,8 @@ class Game:
         self._given_id = (game_no, game_id) if game_id is not None else None
         #: game_no's draw as given (a replay of an exported game of a KEYED_DRAW arena)
         self._given_draw = (game_no, draw) if draw is not None else None
+        #: The previous game's id and its players' keys (:meth:`earlier_signers`).
+        self.earlier: tuple[str, dict[str, bytes]] = ("", {})
         #: What the game holds retained on the broker; cleared at reset.
         self.retained = Retained()
         # Nothing is published at construction: the protocol layer publishes
@@ -222,9 +225,13 @@ class Game:
             if name != current:
                 yield name, player.key
 
-    def nonce_seen(self, player: str, nonce: bytes) -> str | bool | None:
+    def earlier_signers(self) -> Iterator[tuple[str, bytes]]:
+        """The keys of the previous game's players (none before a reset)."""
+        return iter(self.earlier[1].items())
+
+    def nonce_seen(self, player: str, nonce: bytes) -> str | Refused | None:
         """Where ``player``'s signature was taken (a shot's target, a
-        placement's "name/ship"); False when it was refused; None: new."""
+        placement's "name/ship"); why when it was refused; None: new."""
         known = self.players.get(player)
         return known.nonces.get(nonce) if known is not None else None
 
@@ -233,7 +240,9 @@ class Game:
 
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of all mutable state, comparable with ``==``."""
-        skip = {"config", "topics"}
+        # (``earlier`` is a courtesy to late shots, not this game's state: a
+        # restart, which replays this game only, starts without it.)
+        skip = {"config", "topics", "earlier"}
         return {k: copy.deepcopy(v) for k, v in vars(self).items() if k not in skip}
 
     # -- the one entry point --------------------------------------------------------
@@ -426,7 +435,7 @@ class Game:
         if player.burned >= BURN_CAP:
             raise Illegal(Code.BUSY, f"{ev.player} spent {BURN_CAP} nonces on rejected messages: no more are kept")
         player.burned += 1
-        player.nonces[ev.nonce] = False
+        player.nonces[ev.nonce] = Refused(ev.code)
         return f"{ev.player}'s rejected signature: nonce spent"
 
     def _extend(self, ev: Extend, out: list[Publish]) -> str:
@@ -612,6 +621,10 @@ class Game:
 
     def _reset(self, out: list[Publish]) -> None:
         t = self.topics
+        # A shot of the game that ends may still be delivered (a clustered
+        # broker redelivers an unacknowledged one after a node fails):
+        # its players' keys tell it from a forgery (see earlier_signer).
+        self.earlier = (self.game_id, {name: p.key for name, p in self.players.items()})
         for topic in [topic for topic in self.retained if topic not in (t.state, t.game_id)]:
             self.retained.put(out, topic, "")
         self.game_no += 1

@@ -107,6 +107,13 @@ class Burn(NamedTuple):
     code: str = ""
 
 
+class Refused(NamedTuple):
+    """A spent nonce's refusal (:class:`Burn`): its code ("" in journals
+    from before codes), so a message delivered again gets the same answer."""
+
+    code: str
+
+
 class Extend(NamedTuple):
     """Give the running deadline (turn or placement) ``seconds`` more: the
     time the referee was cut off from the broker, when nobody could act."""
@@ -245,9 +252,9 @@ class PlayerState:
     placements: int = 0  # placements and moves this game
     #: The nonce of every signature (and sealed placement) that opened under
     #: this player's key this game: where it was taken (a shot's target;
-    #: "name/ship" for a placement), or False when refused. Per player: a
+    #: "name/ship" for a placement), or why it was refused. Per player: a
     #: nonce is only ever unique under one key, and nobody may spend another's.
-    nonces: dict[bytes, str | bool] = field(default_factory=dict)
+    nonces: dict[bytes, str | Refused] = field(default_factory=dict)
     #: the name as a JSON string, for the payloads built on every turn
     quoted: str = ""
     #: this player's ``hit`` topic, published on every shot at them

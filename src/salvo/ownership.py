@@ -41,13 +41,13 @@ import socket
 import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from salvo.engine import game_id_for
 from salvo.mqtt import Broker, read_retained
 from salvo.protocol import Arena, Record
 from salvo.store import Store
-from salvo.topics import Topics
+from salvo.topics import Outbound, Topics
 
 log = logging.getLogger("salvo.ownership")
 
@@ -68,11 +68,14 @@ class Lease:
     #: when it took the arena (0: a referee of an older version). It only
     #: grows, whatever the machines' clocks say: the fencing token.
     gen: int = 0
+    #: the state file it was taken with (:attr:`Store.run_identity`): a copy
+    #: of the file carries the lease but not this ("": an older version)
+    run: str = ""
 
     @staticmethod
-    def new(now: float | None = None, role: str = "", gen: int = 0) -> Lease:
+    def new(now: float | None = None, role: str = "", gen: int = 0, run: str = "") -> Lease:
         since = round(time.time() if now is None else now, 3)
-        return Lease(os.urandom(8).hex(), since, socket.gethostname()[:64], role, gen)
+        return Lease(os.urandom(8).hex(), since, socket.gethostname()[:64], role, gen, run)
 
     def text(self) -> str:
         body: dict[str, object] = {"id": self.id, "since": self.since, "host": self.host}
@@ -80,6 +83,8 @@ class Lease:
             body["role"] = self.role
         if self.gen:
             body["gen"] = self.gen
+        if self.run:
+            body["run"] = self.run
         return json.dumps(body, separators=(",", ":"))
 
     def newer_than(self, other: Lease) -> bool:
@@ -91,8 +96,8 @@ class Lease:
     def parse(text: str | bytes | None) -> Lease | None:
         try:
             value: Any = json.loads(text or "")
-            role, gen = str(value.get("role", "")), int(value.get("gen", 0))
-            return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")), role, gen)
+            role, gen, run = str(value.get("role", "")), int(value.get("gen", 0)), str(value.get("run", ""))
+            return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")), role, gen, run)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
@@ -106,12 +111,64 @@ class Sighting:
     game_id: str | None = None
     state: str | None = None
     players: list[str] = field(default_factory=list)
+    #: the turn ``/game/turn`` names (0: none)
+    turn: int = 0
+    #: the retained sunk and defeated topics that say ``true``
+    fallen: set[str] = field(default_factory=set)
 
     @property
     def in_progress(self) -> bool:
         """A game the teams were told about: started, over but not yet reset,
         or a lobby somebody joined."""
         return self.state in ("turn", "over") or (self.state == "lobby" and bool(self.players))
+
+
+#: How far past its own game a state file looks for the broker's game among
+#: its later ones (a restored backup): ids are cheap (about 1 us each).
+LATER_GAMES: Final = 10_000
+#: The order of a game's states.
+_STAGES: Final = {"lobby": 0, "turn": 1, "over": 2}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a state file's game went: what it entitles the broker to show.
+    Each only grows within a game."""
+
+    state: str
+    turn: int
+    fallen: frozenset[str]
+
+    @staticmethod
+    def of(arena: Arena) -> Progress:
+        game, t = arena.game, arena.topics
+        fallen = {
+            topic
+            for topic, payload in game.retained.items()
+            if payload == "true" and (r := t.parse_outbound(topic)) is not None and r.kind in _FALLEN
+        }
+        return Progress(game.phase.value, game.turn, frozenset(fallen))
+
+    def describe(self) -> str:
+        return f"turn {self.turn}" if self.turn else f"state {self.state}"
+
+
+_FALLEN: Final = (Outbound.SUNK, Outbound.DEFEATED)
+
+
+def lag(seen: Sighting, progress: Progress) -> str | None:
+    """How the broker shows more of a state file's own game than the file
+    holds (a restored backup, a copy of the file taken earlier), or None.
+    The journal is written before anything is published, so the broker can
+    never rightly be ahead of it."""
+    shown = f"turn {seen.turn}" if seen.turn else f"state {seen.state}"
+    if _STAGES.get(seen.state or "", 0) > _STAGES.get(progress.state, 0) or seen.turn > progress.turn:
+        return f"the broker shows {shown}, this journal ends at {progress.describe()}"
+    if missing := seen.fallen - progress.fallen:
+        first = sorted(missing)[0]
+        return f"the broker shows {len(missing)} sunk ship(s) or defeat(s) this journal does not hold ({first} ...)"
+    # (Not the lobby's players: a journaled removal may not be published yet.)
+    return None
 
 
 def verdict(
@@ -125,14 +182,26 @@ def verdict(
     earlier_ids: Collection[str] = (),
     role: str = "",
     state_file: str = "this state file",
+    run: str = "",
+    behind: str | None = None,
+    later_game: int = 0,
 ) -> str | None:
     """Why this referee must not take arena ``name``, or None when it may.
     ``last_lease``: the lease its state file held the arena with last;
     ``game_id``: the game its state file is playing; ``has_events``: the
     state file has events of that game; ``earlier_ids``: the ids of its
     earlier games of this arena; ``role``: what this referee is (FREE_PLAY,
-    TOURNAMENT or "")."""
-    ours = last_lease is not None and seen.lease is not None and seen.lease.id == last_lease.id
+    TOURNAMENT or ""); ``run``: the state file's :attr:`Store.run_identity`;
+    ``behind``: how the broker shows more of its game than it holds
+    (:func:`lag`); ``later_game``: how many games past its own the game the
+    broker shows is (a later game of this very file: it is an older copy)."""
+    ours = (
+        last_lease is not None
+        and seen.lease is not None
+        and seen.lease.id == last_lease.id
+        # a copy of the state file carries its lease, not the file it was taken with
+        and (not seen.lease.run or seen.lease.run == run)
+    )
     if seen.server == "up" and not ours:
         holder = (
             f"lease {seen.lease.id} on {seen.lease.host or '?'} since {time.ctime(seen.lease.since)}"
@@ -142,6 +211,23 @@ def verdict(
         return (
             f"arena {name}: another referee holds it and is up ({holder}). Stop that one first, or wait until"
             " its last will says down; two referees on one arena would contradict each other"
+        )
+    restore = 'Start it from the newest state file (the live one, or the latest backup: docs/reliability.md, "Backups")'
+    if later_game:
+        # Even --fresh would begin game numbers, and their ids, that the
+        # teams were already given: signed shots of those games would count.
+        return (
+            f"arena {name}: the broker shows game {seen.game_id} ({seen.state}), {later_game} game(s) after the one"
+            f" {state_file} ends with (it plays game {game_id}): the file is older than what the teams were told (a"
+            " restored backup, or a copy?). " + restore + ", or with a new state file (another --state; --fresh then"
+            " ends that game on purpose)"
+        )
+    if behind is not None and not fresh:
+        return (
+            f"arena {name}, game {game_id}: {behind}: {state_file} is behind what the teams were told (a restored"
+            " backup, or a copy taken earlier?), and resuming it would take back published results. "
+            + restore
+            + ". To end that game and begin a new one on purpose: --fresh (SALVO_FRESH=1)"
         )
     if fresh or not seen.in_progress:
         return None
@@ -184,15 +270,24 @@ def survey(broker: Broker, prefixes: Iterable[str], timeout: float = 30.0) -> di
         readers[t.game_id] = (p, "game_id")
         readers[t.state] = (p, "state")
         readers[t.players_list] = (p, "players")
+        readers[t.turn] = (p, "turn")
+    fallen = [f for t in topics.values() for f in (t.sunk("+", "+"), t.defeated("+"))]
     marker_topic = next(iter(topics.values())).sweep if topics else "/game/sweep"
     try:
-        found = read_retained(broker, list(readers), marker_topic, timeout=timeout)
+        found = read_retained(broker, [*readers, *fallen], marker_topic, timeout=timeout)
     except TimeoutError as exc:
         raise TimeoutError(f"{exc}: cannot check who holds the arenas") from None
     sightings = {p: Sighting() for p in topics}
     for topic, payload in found.items():
+        text = payload.decode("utf-8", "replace")
+        if topic not in readers:  # a sunk ship or a defeat
+            if text == "true":
+                for p, t in topics.items():
+                    if (r := t.parse_outbound(topic)) is not None and r.kind in _FALLEN:
+                        sightings[p].fallen.add(topic)
+            continue
         p, what = readers[topic]
-        seen, text = sightings[p], payload.decode("utf-8", "replace")
+        seen = sightings[p]
         if what == "lease":
             seen.lease = Lease.parse(text)
         elif what == "players":
@@ -201,6 +296,12 @@ def survey(broker: Broker, prefixes: Iterable[str], timeout: float = 30.0) -> di
                 seen.players = [str(n) for n in names] if isinstance(names, list) else []
             except ValueError:
                 seen.players = []
+        elif what == "turn":
+            try:
+                number = json.loads(text).get("turn", 0)
+                seen.turn = number if isinstance(number, int) and number > 0 else 0
+            except (ValueError, AttributeError):
+                seen.turn = 0
         else:
             setattr(seen, what, text)
     return sightings
@@ -217,6 +318,9 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
         p = arena.topics.prefix
         has_events = bool(store.current_game(p)[1])
         earlier = {game_id_for(arena.game.id_key, n) for n, _ in store.games(p) if n != arena.game.game_no}
+        there = seen[p]
+        behind = lag(there, Progress.of(arena)) if there.game_id == arena.game.game_id else None
+        later = _later_game(arena, there.game_id)
         if problem := verdict(
             p or "(default)",
             seen[p],
@@ -227,11 +331,18 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
             earlier_ids=earlier,
             role=role,
             state_file=f"the state file {store.path}",
+            run=store.run_identity,
+            behind=behind,
+            later_game=later,
         ):
             problems.append(problem)
             continue
-        there, own = seen[p], {arena.game.game_id, *earlier}
-        if (there.game_id is not None and there.game_id not in own) or (there.in_progress and not has_events):
+        own = {arena.game.game_id, *earlier}
+        if (
+            (there.game_id is not None and there.game_id not in own)
+            or (there.in_progress and not has_events)
+            or behind is not None  # --fresh over a journal behind the broker: never resumed under its results
+        ):
             # Another referee's game is (or was last) on the broker, in any
             # state: the arena moved on since this journal's game, which is
             # abandoned rather than resumed over it (free play coming back
@@ -252,7 +363,12 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
             "--fresh" if fresh and there.in_progress and there.state != "over" else f"taken over from a {kind} referee"
         )
         records = [e for e in arena.abandon(f"salvo referee: {why}", time.time()) if isinstance(e, Record)]
-        store.record_many([(arena.topics.prefix, r.game_no, r.event) for r in records])
+        if records:
+            last = store.record_many([(arena.topics.prefix, r.game_no, r.event) for r in records])
+            # Nothing of the game it replaces is published (the sweep clears
+            # its topics): a later restart must not publish its backlog either.
+            store.mark_published(arena.topics.prefix, last)
+        arena.backlog, arena.backlog_to = [], 0
         log.warning(
             "arena %s: %s: a new game %s replaces game %s (%s)",
             arena.topics.prefix or "(default)",
@@ -264,9 +380,19 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
     for arena in arenas:
         p = arena.topics.prefix
         known = [lease for lease in (seen[p].lease, Lease.parse(store.lease(p))) if lease is not None]
-        lease = Lease.new(role=role, gen=max((lease.gen for lease in known), default=0) + 1).text()
+        gen = max((lease.gen for lease in known), default=0) + 1
+        lease = Lease.new(role=role, gen=gen, run=store.run_identity).text()
         store.set_lease(p, lease)
         arena.lease = lease
     store.settle()
     store.checkpoint()  # arenas and leases into the file itself: a lost -wal keeps them
     return []
+
+
+def _later_game(arena: Arena, game_id: str | None) -> int:
+    """How many games after the arena's current one ``game_id`` is, among
+    the next :data:`LATER_GAMES` of its id key; 0: none of them."""
+    if game_id is None or game_id == arena.game.game_id:
+        return 0
+    key, now = arena.game.id_key, arena.game.game_no
+    return next((n for n in range(1, LATER_GAMES + 1) if game_id_for(key, now + n) == game_id), 0)

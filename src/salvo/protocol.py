@@ -69,8 +69,11 @@ from salvo.engine import (
     Tick,
 )
 from salvo.errors import Code, Illegal, Malformed, Rejection
-from salvo.events import Pause, Resume
+from salvo.events import Pause, Refused, Resume
 from salvo.topics import NAME_RE, Inbound, Route, name_error
+
+#: Every code, to tell one journaled with a refusal from an unknown one
+_CODES: Final = frozenset(c.value for c in Code)
 
 #: Keys derived recently, kept so a repeated join (a restart, a resend) is free.
 KEY_CACHE_SIZE: Final = 512
@@ -448,6 +451,11 @@ class Arena:
         raw = crypto.decode_box(signed.signature, "signature")
         found = crypto.identify(raw, game.signers())
         if found is None:
+            if (earlier := crypto.identify(raw, game.earlier_signers())) is not None:
+                # A shot of the game before, delivered late: its sender's
+                # own business, not a public forgery alarm.
+                err = Illegal(Code.WRONG_GAME, f"wrong game: a shot of the previous game {game.earlier[0]!r}")
+                return self._report(topic, route, err, self.topics.player_error(earlier[0]))
             raise Illegal(Code.BAD_SIGNATURE, "signature does not open with the key of any player of this game")
         sender, plaintext = found
         nonce = crypto.nonce_of(raw)
@@ -457,7 +465,11 @@ class Arena:
             return [Log(True, "ignore fire %s: %s's shot delivered again", (_printable(topic), sender), ROUTINE)]
         game_no = game.game_no
         try:
-            if seen is not None:  # spent: refused before, or a shot sent on at another target
+            if isinstance(seen, Refused) and seen.code in _CODES:
+                # Refused before, and delivered again (the broker, after a
+                # restart of either): the same answer as the first time.
+                raise Illegal(Code(seen.code), f"{seen.code}: this signed message was refused already")
+            if seen is not None:  # spent: a shot sent on at another target
                 raise Illegal(Code.REPLAYED, "replayed signature: this signature was already used in this game")
             crypto.check_signed(plaintext, signed.data)
             event = self._fire_event(route, signed.data, sender, nonce, now)

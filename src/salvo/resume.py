@@ -148,7 +148,7 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tupl
             log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
         elif event_id > published:
             backlog += result.effects
-    backlog = _latest_retained(backlog)
+    backlog = _latest_retained(backlog, game.topics.hits)
     log.info(
         "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d; %d results to publish again",
         prefix or "(default)",
@@ -162,9 +162,12 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tupl
     return game, backlog, events[-1][0] if events and events[-1][0] > published else 0
 
 
-def _latest_retained(backlog: list[Publish]) -> list[Publish]:
+def _latest_retained(backlog: list[Publish], hits: str) -> list[Publish]:
     """The backlog with only the last value of each retained topic: publishing
     the values in between again would send a retained topic back in time
-    (a lobby list shrinking) before it reaches its value again."""
+    (a lobby list shrinking) before it reaches its value again. And only the
+    last ``/game/hits``, which goes with the ``/game/salvo`` kept: the
+    count carries no turn, so earlier ones would come out of place."""
     last = {p.topic: i for i, p in enumerate(backlog) if p.retain}
-    return [p for i, p in enumerate(backlog) if not p.retain or last[p.topic] == i]
+    last_hits = max((i for i, p in enumerate(backlog) if p.topic == hits), default=-1)
+    return [p for i, p in enumerate(backlog) if (last[p.topic] == i if p.retain else p.topic != hits or i == last_hits)]
