@@ -15,7 +15,6 @@ from salvo import crypto, payloads
 from salvo.conformance.harness import team_key
 from salvo.engine import Accepted, Config, Event, Fire, Game, Join, Phase, Place, Publish, Rejected, Result, Tick
 from salvo.errors import Rejection
-from salvo.events import Refused
 from salvo.protocol import Admit, Arena, DeriveKey, Effect, Log, Record
 from salvo.rules import FLEET, SHIP_IDS, Orientation, Placement
 from salvo.topics import Topics
@@ -262,7 +261,7 @@ class ArenaDriver:
         return {p.topic: json.loads(p.payload) for p in out if p.topic.endswith(("/error", "/errors"))}
 
 
-def spent(game: Game) -> dict[tuple[str, bytes], str | Refused]:
+def spent(game: Game) -> dict[tuple[str, bytes], str | bool]:
     """Every spent nonce of the game, by (player, nonce)."""
     return {(name, n): v for name, p in game.players.items() for n, v in p.nonces.items()}
 

@@ -238,6 +238,36 @@ def test_what_is_published_again_never_sends_a_retained_topic_back_in_time(tmp_p
     again.close()
 
 
+def test_a_refusal_the_broker_never_acknowledged_is_told_after_a_restart(tmp_path: Path) -> None:
+    """A refused shot spends its signature (journaled); killed before the
+    report went out, the redelivered message is then `replayed`: so the
+    report itself comes from the journal, with its real code."""
+    store = Store(tmp_path / "state.db")
+    key = PrivateKey.generate()
+    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = arena.game, arena
+    for name in ("alice", "bob"):
+        d.join(name)
+    d.place("alice", ROWS)
+    d.place("bob", COLUMNS)
+    store.mark_published("p", store.record_many([("p", 1, event) for event in d.records]))
+    d.records.clear()
+    me = d.game.current
+    assert me is not None
+    other = "bob" if me == "alice" else "alice"
+    out = d.send(d.t.fire(me), d.signed_fire(other, me, 1, 1))  # out of turn: refused, its nonce spent
+    (told,) = [p for p in out if p.topic == d.t.player_error(other)]
+    store.record_many([("p", 1, event) for event in d.records])  # the burn journaled; then killed
+    store.close()
+
+    again = Store(tmp_path / "state.db")
+    (back,) = make_arenas(["p"], CONFIG, 3, key, again)
+    assert [(p.topic, json.loads(p.payload)) for p in back.backlog] == [(told.topic, json.loads(told.payload))]
+    assert json.loads(told.payload)["code"] == "not_current_player"
+    again.close()
+
+
 def test_only_the_last_salvos_hit_count_is_published_again_and_with_its_salvo(tmp_path: Path) -> None:
     """/game/hits carries no turn: after a restart that publishes several
     salvos again, only the count that goes with the retained /game/salvo

@@ -92,7 +92,6 @@ from salvo.events import (
     Phase,
     Place,
     PlayerState,
-    Refused,
     Rejected,
     Result,
     Resume,
@@ -229,9 +228,9 @@ class Game:
         """The keys of the previous game's players (none before a reset)."""
         return iter(self.earlier[1].items())
 
-    def nonce_seen(self, player: str, nonce: bytes) -> str | Refused | None:
+    def nonce_seen(self, player: str, nonce: bytes) -> str | bool | None:
         """Where ``player``'s signature was taken (a shot's target, a
-        placement's "name/ship"); why when it was refused; None: new."""
+        placement's "name/ship"); False when it was refused; None: new."""
         known = self.players.get(player)
         return known.nonces.get(nonce) if known is not None else None
 
@@ -435,7 +434,7 @@ class Game:
         if player.burned >= BURN_CAP:
             raise Illegal(Code.BUSY, f"{ev.player} spent {BURN_CAP} nonces on rejected messages: no more are kept")
         player.burned += 1
-        player.nonces[ev.nonce] = Refused(ev.code)
+        player.nonces[ev.nonce] = False
         return f"{ev.player}'s rejected signature: nonce spent"
 
     def _extend(self, ev: Extend, out: list[Publish]) -> str:

@@ -105,13 +105,10 @@ class Burn(NamedTuple):
     now: float
     #: why it was refused, for the journal's readers
     code: str = ""
-
-
-class Refused(NamedTuple):
-    """A spent nonce's refusal (:class:`Burn`): its code ("" in journals
-    from before codes), so a message delivered again gets the same answer."""
-
-    code: str
+    #: the refused message's topic and the reason told its sender: a restart
+    #: that finds the report unpublished publishes it (salvo.resume)
+    topic: str = ""
+    reason: str = ""
 
 
 class Extend(NamedTuple):
@@ -252,9 +249,9 @@ class PlayerState:
     placements: int = 0  # placements and moves this game
     #: The nonce of every signature (and sealed placement) that opened under
     #: this player's key this game: where it was taken (a shot's target;
-    #: "name/ship" for a placement), or why it was refused. Per player: a
+    #: "name/ship" for a placement), or False when refused. Per player: a
     #: nonce is only ever unique under one key, and nobody may spend another's.
-    nonces: dict[bytes, str | Refused] = field(default_factory=dict)
+    nonces: dict[bytes, str | bool] = field(default_factory=dict)
     #: the name as a JSON string, for the payloads built on every turn
     quoted: str = ""
     #: this player's ``hit`` topic, published on every shot at them

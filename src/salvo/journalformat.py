@@ -54,6 +54,7 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
             "nonce": ev.nonce.hex(),
             "code": ev.code,
             "now": ev.now,
+            **({"topic": ev.topic, "reason": ev.reason} if ev.topic else {}),
         }
     if isinstance(ev, Extend):
         return {"type": "extend", "seconds": ev.seconds, "now": ev.now}
@@ -108,7 +109,9 @@ def event_from_json(d: dict[str, Any]) -> Event:
         # v1 journals named no shooter (it was the current player) and no game.
         return Fire(d.get("shooter", ""), d["target"], d["x"], d["y"], d["turn"], d.get("game"), nonce, d["now"])
     if kind == "burn":
-        return Burn(d["player"], bytes.fromhex(d["nonce"]), d["now"], d.get("code", ""))
+        return Burn(
+            d["player"], bytes.fromhex(d["nonce"]), d["now"], d.get("code", ""), d.get("topic", ""), d.get("reason", "")
+        )
     if kind == "extend":
         return Extend(d["seconds"], d["now"])
     if kind == "tick":

@@ -10,11 +10,19 @@ can take nothing over and say nothing):
 
 * ``/game/server`` is ``up`` under another lease: a live referee holds it.
   Refuse. (A crashed holder's last will says ``down``; then it may be taken.)
-  ``up`` under the lease this state file held last is this referee's own
-  previous run (killed, its will not yet fired): take it back.
+  ``up`` under the lease this state file held last, taken with this very
+  file (the lease's ``run``: a copy of the file carries the lease, not the
+  file), is this referee's own previous run (killed, its will not yet
+  fired): take it back.
 * The broker shows a game of one of this state file's own games (the one it
   plays, or an earlier one whose reset the backlog still has to publish):
-  this referee's own; it carries on.
+  this referee's own; it carries on. Unless the broker shows more of it
+  than the file holds (a later turn or state, a sunk ship or defeat: a
+  restored backup, an earlier copy), or a *later* game of the file's id
+  key: the journal is written before anything is published, so that file
+  is behind what the teams were told. Refuse, saying how far (``--fresh``
+  ends that game on purpose; never for a later game, whose numbers and ids
+  the teams already signed for).
 * The broker shows a finished game (state ``over``) of another state file,
   and its referee is down (its will said so): the evening moved on (another
   night, free play after a tournament, a tournament after free play). Take

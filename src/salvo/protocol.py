@@ -69,11 +69,8 @@ from salvo.engine import (
     Tick,
 )
 from salvo.errors import Code, Illegal, Malformed, Rejection
-from salvo.events import Pause, Refused, Resume
+from salvo.events import Pause, Resume
 from salvo.topics import NAME_RE, Inbound, Route, name_error
-
-#: Every code, to tell one journaled with a refusal from an unknown one
-_CODES: Final = frozenset(c.value for c in Code)
 
 #: Keys derived recently, kept so a repeated join (a restart, a resend) is free.
 KEY_CACHE_SIZE: Final = 512
@@ -465,11 +462,7 @@ class Arena:
             return [Log(True, "ignore fire %s: %s's shot delivered again", (_printable(topic), sender), ROUTINE)]
         game_no = game.game_no
         try:
-            if isinstance(seen, Refused) and seen.code in _CODES:
-                # Refused before, and delivered again (the broker, after a
-                # restart of either): the same answer as the first time.
-                raise Illegal(Code(seen.code), f"{seen.code}: this signed message was refused already")
-            if seen is not None:  # spent: a shot sent on at another target
+            if seen is not None:  # spent: refused before, or a shot sent on at another target
                 raise Illegal(Code.REPLAYED, "replayed signature: this signature was already used in this game")
             crypto.check_signed(plaintext, signed.data)
             event = self._fire_event(route, signed.data, sender, nonce, now)
@@ -479,7 +472,7 @@ class Arena:
         except Rejection as err:
             effects: list[Effect] = []
             if seen is None:
-                burn = Burn(sender, nonce, now, err.code)
+                burn = Burn(sender, nonce, now, err.code, topic, err.reason)
                 if isinstance(game.handle(burn), Accepted):
                     effects.append(Record(burn, game_no))
             return effects + self._report(topic, route, err, self.topics.player_error(sender))

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from nacl.public import PrivateKey
 
-from salvo.engine import KEYED_DRAW, Config, Fire, Game, Publish, Rejected
+from salvo import codec
+from salvo.engine import KEYED_DRAW, Burn, Config, Fire, Game, Publish, Rejected
+from salvo.payloads import message
 from salvo.protocol import Arena, Record
 from salvo.store import Store
 from salvo.topics import Topics
@@ -148,6 +150,12 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tupl
             log.error("[%s] journal event %s no longer applies: %s", prefix, event, result.error.reason)
         elif event_id > published:
             backlog += result.effects
+            if type(event) is Burn and event.topic:
+                # The refusal's report went with the burn's batch: a message
+                # delivered again now is `replayed`, so its sender hears the
+                # real reason only from here.
+                report = codec.error_report(event.topic, event.reason, event.code)
+                backlog.append(message(game.topics.player_error(event.player), report))
     backlog = _latest_retained(backlog, game.topics.hits)
     log.info(
         "[%s] resumed game %d from %s: %d events replayed, state %s, turn %d; %d results to publish again",
