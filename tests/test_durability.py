@@ -422,7 +422,7 @@ def test_an_extension_is_journaled_like_every_event(tmp_path: Path) -> None:
 
 
 def progress(state: str = "turn", turn: int = 2, fallen: frozenset[str] = frozenset()) -> Progress:
-    return Progress(state, turn, fallen)
+    return Progress(state, turn, fallen, frozenset({"a", "b"}))
 
 
 @pytest.mark.parametrize(
@@ -434,6 +434,9 @@ def progress(state: str = "turn", turn: int = 2, fallen: frozenset[str] = frozen
         (Sighting(state="turn", turn=6), "the broker shows turn 6, this journal ends at turn 2"),
         (Sighting(state="over", turn=2), "the broker shows turn 2, this journal ends at turn 2"),
         (Sighting(state="turn", turn=2, fallen={"/p/players/a/ships/carrier/sunk"}), "1 sunk ship(s)"),
+        (Sighting(state="turn", turn=2, fallen={"/p/players/a/defeated"}), "1 sunk ship(s) or defeat(s)"),
+        # a sink of somebody not in this game: stale (the sweep clears it), not a sign of a backup
+        (Sighting(state="turn", turn=2, fallen={"/p/players/zed/ships/carrier/sunk"}), None),
     ],
 )
 def test_a_journal_behind_what_the_broker_shows_is_told_apart(seen: Sighting, why: str | None) -> None:

@@ -146,6 +146,7 @@ class Progress:
     state: str
     turn: int
     fallen: frozenset[str]
+    players: frozenset[str] = frozenset()
 
     @staticmethod
     def of(arena: Arena) -> Progress:
@@ -155,13 +156,18 @@ class Progress:
             for topic, payload in game.retained.items()
             if payload == "true" and (r := t.parse_outbound(topic)) is not None and r.kind in _FALLEN
         }
-        return Progress(game.phase.value, game.turn, frozenset(fallen))
+        return Progress(game.phase.value, game.turn, frozenset(fallen), frozenset(game.players))
 
     def describe(self) -> str:
         return f"turn {self.turn}" if self.turn else f"state {self.state}"
 
 
 _FALLEN: Final = (Outbound.SUNK, Outbound.DEFEATED)
+
+
+def _owner(topic: str) -> str:
+    """The player a ``.../players/<name>/...`` topic is about."""
+    return topic.partition("/players/")[2].partition("/")[0]
 
 
 def lag(seen: Sighting, progress: Progress) -> str | None:
@@ -172,7 +178,9 @@ def lag(seen: Sighting, progress: Progress) -> str | None:
     shown = f"turn {seen.turn}" if seen.turn else f"state {seen.state}"
     if _STAGES.get(seen.state or "", 0) > _STAGES.get(progress.state, 0) or seen.turn > progress.turn:
         return f"the broker shows {shown}, this journal ends at {progress.describe()}"
-    if missing := seen.fallen - progress.fallen:
+    # (A sink of somebody who is not a player of the journal's game is not
+    # this game's: stale, from before the start-up sweep that clears it.)
+    if missing := {f for f in seen.fallen - progress.fallen if _owner(f) in progress.players}:
         first = sorted(missing)[0]
         return f"the broker shows {len(missing)} sunk ship(s) or defeat(s) this journal does not hold ({first} ...)"
     # (Not the lobby's players: a journaled removal may not be published yet.)
