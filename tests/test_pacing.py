@@ -95,5 +95,9 @@ def test_a_paced_game_on_the_broker_finishes_and_every_turn_waits_the_pace(
     timeline = [(m.topic, m.at) for m in watcher.messages if m.topic in (t.salvo, t.turn) and m.payload]
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(timeline) if a[0] == t.salvo and b[0] == t.turn]
     assert len(gaps) == len(record["salvos"]) - 1, (len(gaps), len(record["salvos"]))
-    # (each gap within the watcher's delivery jitter; together, the pace every time)
-    assert min(gaps) >= pace - 0.03 and sum(gaps) >= pace * len(gaps), (min(gaps), sum(gaps) / len(gaps))
+    # Each gap within the watcher's delivery jitter, unless the watcher was
+    # stalled just before (a gap of twice the pace or more: the two messages
+    # then reach it together, which a run on a busy machine showed once);
+    # together, the pace every time.
+    short = [g for before, g in itertools.pairwise([pace, *gaps]) if g < pace - 0.03 and before < 2 * pace]
+    assert not short and sum(gaps) >= pace * len(gaps), (gaps, sum(gaps) / len(gaps))
