@@ -1,17 +1,23 @@
 """The real mosquitto of the session (started by the first test that asks
 for it), brokers of a test's own, a unique arena prefix per test, an
-in-process referee factory; and the ``mqtt`` marker, put on every test
-whose fixtures start a broker."""
+in-process referee factory; and the markers that say what a test starts,
+put on every test whose fixtures start it: ``broker`` (a mosquitto),
+``browser`` (Chromium), ``cluster`` (NATS). The fast loop deselects all
+three; an unmarked test that tries to start one fails."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
+import chromium
 from salvo import crypto
 from salvo.engine import Config
 from salvo.mqtt import Broker
@@ -22,23 +28,67 @@ import mosquitto
 from mosquitto import Mosquitto
 from mqttkit import Recorder, Team, connect_team
 
-#: The fixtures that start a mosquitto; a test using one (directly or through
-#: another fixture) is marked ``mqtt``.
-BROKER_FIXTURES = frozenset({"broker", "new_broker"})
+#: marker -> the fixtures that start what it names; a test using one
+#: (directly or through another fixture) gets the marker.
+STARTED_BY: Final = {
+    "broker": frozenset({"broker", "new_broker"}),
+    "browser": frozenset({"browser"}),
+    "cluster": frozenset({"cluster"}),
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.mqtt)
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in STARTED_BY.items():
+            if fixtures & used:
+                item.add_marker(marker)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # The marker must tell the truth: `pytest -m "not mqtt"` runs without a
-    # broker, so a test that is not marked may not start one.
-    mosquitto.may_start = item.get_closest_marker("mqtt") is not None
+    # The markers must tell the truth: `pytest -m "not broker"` runs without
+    # a broker, so a test that is not marked may not start one.
+    mosquitto.may_start = item.get_closest_marker("broker") is not None
+    chromium.may_start = item.get_closest_marker("browser") is not None
+
+
+#: The checkout, which no test may write into (caches aside).
+CHECKOUT: Final = Path(__file__).resolve().parent.parent
+_CACHES: Final = (".pytest_cache/", ".hypothesis/", ".mypy_cache/", ".ruff_cache/", ".import_linter_cache/")
+
+
+def _untracked() -> set[str] | None:
+    """What git sees in the checkout beyond its files (None: not a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "status", "--porcelain", "--ignored", "--untracked-files=normal"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!") and not line[3:].startswith(_CACHES)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # once, in the controlling process
+        session.config.stash[_BEFORE] = _untracked()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None or os.environ.get("SALVO_DOC_SCREENSHOTS"):  # (that one writes docs/ on purpose)
+        return
+    if new := sorted((_untracked() or set()) - before):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nThe tests wrote into the checkout {CHECKOUT}: {new} (use tmp_path)", file=sys.stderr)
+
+
+_BEFORE: Final = pytest.StashKey[set[str] | None]()
 
 
 @pytest.fixture(scope="session")

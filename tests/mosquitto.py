@@ -24,8 +24,8 @@ from salvo.tls import SERVER_CERT, SERVER_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Set by conftest for each test: whether it is marked ``mqtt`` (and so may
-#: start a broker: `pytest -m "not mqtt"` must run without one).
+#: Set by conftest for each test: whether it is marked ``broker`` (and so may
+#: start a broker: `pytest -m "not broker"` must run without one).
 may_start = True
 
 USERS = {
@@ -125,7 +125,7 @@ class Mosquitto:
 
     def start(self, timeout: float = 10.0) -> None:
         if not may_start:
-            raise RuntimeError("this test starts mosquitto: mark it mqtt (or use the broker/new_broker fixtures)")
+            raise RuntimeError("this test starts mosquitto: mark it broker (or use the broker/new_broker fixtures)")
         for attempt in range(3):
             try:
                 self._start(timeout)

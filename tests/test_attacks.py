@@ -378,6 +378,7 @@ def test_the_old_guessable_client_ids_take_nothing_over(broker: Mosquitto, prefi
     P = f"/{prefix}"
     watch = Recorder(broker, "referee", [f"{P}/game/server"])
     with RefereeProcess(Broker.from_url(broker.url("referee")), [prefix], workdir=tmp_path, client_id="") as ref:
+        watch.wait_for(f"{P}/game/server", "up")  # (this watcher's copy of it too: a busy machine delivers late)
         mark = watch.mark()
         squatters = [squat_client_id(broker, f"salvo-referee-{prefix}{tail}") for tail in ("", "-out")]
         try:

@@ -38,7 +38,7 @@ REQUIRED = [
 ]
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 def test_quick_bench_writes_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "bench-results.json"
     result = CliRunner().invoke(main, ["bench", "--quick", "--out", str(out)])
@@ -112,7 +112,7 @@ SCALE_REQUIRED = [
 ]
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 def test_quick_scale_bench_brings_every_arena_up_and_down(tmp_path: Path) -> None:
     """Not a timing: every arena came up, a game played in the last one,
     SIGTERM left none of them 'up', and each figure was measured."""

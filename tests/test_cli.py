@@ -181,7 +181,7 @@ def test_an_exported_game_replays_as_a_resuming_referee_reads_it(tmp_path: Path,
     assert f"{len(d.events)} events, 0 rejected; state turn, {g.turn} turns, winner - (in progress)" in result.output
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 def test_refused_credentials_exit_3(broker: Mosquitto, tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main,
@@ -226,7 +226,7 @@ def _spawn_referee(broker: Mosquitto, prefix: str, tmp_path: Path) -> subprocess
     )
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_the_referee_cleanly_and_says_down(
     broker: Mosquitto, prefix: str, tmp_path: Path, sig: signal.Signals
@@ -250,7 +250,7 @@ def test_signal_stops_the_referee_cleanly_and_says_down(
     assert f"reject join /{prefix}/game/request_participation: malformed:" in out
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 def test_killed_referee_leaves_its_last_will(broker: Mosquitto, prefix: str, tmp_path: Path) -> None:
     watch = Recorder(broker, None, [f"/{prefix}/game/server"])
     proc = _spawn_referee(broker, prefix, tmp_path)
@@ -264,7 +264,7 @@ def test_killed_referee_leaves_its_last_will(broker: Mosquitto, prefix: str, tmp
         watch.close()
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 def test_a_damaged_state_file_is_refused_naming_the_game_the_broker_shows(
     broker: Mosquitto, prefix: str, tmp_path: Path
 ) -> None:

@@ -19,8 +19,6 @@ from salvo.natscluster import NatsCluster
 from salvo.stress import RefereeProcess, errors, play_arena
 from salvo.watch import Recorder
 
-pytestmark = pytest.mark.nats
-
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[NatsCluster]:

@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
+from chromium import chromium
 from salvo.watch import Recorder
 from test_replay_viewer import DOCS_SHOTS, full_hd
-from test_spectate import chromium
 
 from nightkit import GUIDE_VENUE, Night, copy_checkout, engine_answers, guide_blocks, playing, standings, venue_address
 

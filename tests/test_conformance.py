@@ -76,7 +76,7 @@ def test_cli_suite_passes_against_our_referee_with_a_prefix(
     assert any("§6" in line and "salvo.order" in line for line in lines)
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 @pytest.mark.long  # about 25 s: in `pytest -m long` (CI runs it)
 def test_the_cli_referee_passes_on_an_open_broker(tmp_path: Path) -> None:
     """The documented 'no access control: nothing to give' mode: an open

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
+from chromium import SHOTS, chromium
 from console_fake import FakeDirector
 from salvo.console import Console
-from test_spectate import chromium
 
-SHOTS = Path(__file__).resolve().parent.parent / "build" / "screenshots"
 PASSWORD = "correct horse battery"
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from mosquitto import Mosquitto
 
 
@@ -20,6 +22,7 @@ def salvo(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.broker  # the demo's own embedded broker (amqtt)
 def test_demo_plays_two_games_on_its_embedded_broker() -> None:
     proc = salvo("demo", "--bots", "3", "--games", "2", "--delay", "0", "--turn-timeout", "3", "--seed", "5")
     out, _ = proc.communicate(timeout=180)

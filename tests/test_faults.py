@@ -13,7 +13,7 @@ import pytest
 
 from salvo.chaos import SCENARIOS, Options, OwnBroker, run_chaos
 
-pytestmark = pytest.mark.mqtt
+pytestmark = pytest.mark.broker
 
 #: The scenarios a sample covers, and the faults each must have injected;
 #: the volatile broker and the freeze run with ``pytest -m long``.

@@ -174,7 +174,13 @@ def test_a_callback_from_another_thread_wakes_the_loop_and_stop_ends_it(loop: Lo
 
 def test_a_stop_asked_for_before_run_is_not_lost(loop: Loop) -> None:
     loop.stop()
-    loop.run()  # returns at once
+    # run() must return at once: in a thread, so a lost stop fails the test
+    # instead of hanging the suite.
+    runner = threading.Thread(target=loop.run, daemon=True)
+    runner.start()
+    runner.join(5)
+    assert not runner.is_alive(), "the stop asked for before run() was lost"
+    loop.stop()  # (a lost one: let the thread end)
 
 
 def test_idle_callbacks_run_once_and_only_when_nothing_is_to_be_read(

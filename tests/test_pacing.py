@@ -67,7 +67,10 @@ def test_a_paced_game_on_the_broker_finishes_and_every_turn_waits_the_pace(
     """Two SDK bots through the shipped broker config: each next turn is
     announced no sooner than the pace after the previous salvo's result, and
     the game ends with its record."""
-    pace = 0.1  # some 50 turns: a few seconds
+    # Some 50 turns: about 12 s. The gaps are measured on the watcher's
+    # clock, which sees each message late by up to ~60 ms on a busy machine
+    # (the suite runs in parallel): a pace well above that jitter.
+    pace = 0.25
     start_referee(pace_s=pace, turn_timeout=5)
     names = ["ada", "bob"]
     results: dict[str, list[Any]] = {}
@@ -95,9 +98,9 @@ def test_a_paced_game_on_the_broker_finishes_and_every_turn_waits_the_pace(
     timeline = [(m.topic, m.at) for m in watcher.messages if m.topic in (t.salvo, t.turn) and m.payload]
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(timeline) if a[0] == t.salvo and b[0] == t.turn]
     assert len(gaps) == len(record["salvos"]) - 1, (len(gaps), len(record["salvos"]))
-    # Each gap within the watcher's delivery jitter, unless the watcher was
+    # Each gap within the watcher's delivery jitter (0.1 s), unless the watcher was
     # stalled just before (a gap of twice the pace or more: the two messages
     # then reach it together, which a run on a busy machine showed once);
     # together, the pace every time.
-    short = [g for before, g in itertools.pairwise([pace, *gaps]) if g < pace - 0.03 and before < 2 * pace]
+    short = [g for before, g in itertools.pairwise([pace, *gaps]) if g < pace - 0.1 and before < 2 * pace]
     assert not short and sum(gaps) >= pace * len(gaps), (gaps, sum(gaps) / len(gaps))

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import test_spectate
+from chromium import SHOTS
 from salvo.spectate import Hub, SpectatorServer
 from test_replay_viewer import DOCS_SHOTS, full_hd, make_record
 
@@ -408,8 +409,8 @@ def test_a_big_night_is_paged_to_fit_the_screen(fed: Callable[[Hub], SpectatorSe
     assert [t for k in pagers for t in team_pages[k]] == teams
     for selector in ("[data-testid=arena-pager]", "[data-testid=standings-pager]", ".headline", "tbody td"):
         assert _px(projector, selector) >= 32, selector
-    test_spectate.SHOTS.mkdir(parents=True, exist_ok=True)
-    projector.save_screenshot(str(test_spectate.SHOTS / "projector-paged.png"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    projector.save_screenshot(str(SHOTS / "projector-paged.png"))
 
 
 def test_two_arenas_keep_their_story_and_a_replay_plays_on_in_the_lobby(
@@ -447,8 +448,8 @@ def test_two_arenas_keep_their_story_and_a_replay_plays_on_in_the_lobby(
     assert page["fits"] and not page["arenaPager"], page
     for selector in (f"{one} .arena-top", f"{one} .badge", f"{one} ul.feed li", f"{two} .board-name"):
         assert _px(projector, selector) >= 32, selector
-    test_spectate.SHOTS.mkdir(parents=True, exist_ok=True)
-    projector.save_screenshot(str(test_spectate.SHOTS / "projector-two-arenas.png"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    projector.save_screenshot(str(SHOTS / "projector-two-arenas.png"))
 
     # arena2 is reset for its next game: the replay plays on through the lobby...
     _publish(hub, "arena2", {"game/record": "", "game/winner": "", "game/state": "lobby", "players/list": ["alice"]})

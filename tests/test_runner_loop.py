@@ -89,7 +89,7 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: 
     refusing.close()
 
 
-@pytest.mark.mqtt
+@pytest.mark.broker
 def test_a_referee_started_before_its_broker_connects_when_it_comes_up(tmp_path: Path) -> None:
     mosq = Mosquitto(tmp_path / "late-broker")
     prefix = f"t{uuid.uuid4().hex[:12]}"

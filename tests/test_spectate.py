@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,18 +23,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from chromium import SHOTS, chromium
 from salvo.cli import ExitCode, main
 from salvo.localbroker import free_port, wait_listening
 from salvo.mqtt import Broker, new_client
 from salvo.spectate import Hub, SpectatorServer, subscriptions
 
 from kit import COLUMNS, ROWS, all_cells
-from mosquitto import ROOT, Mosquitto
+from mosquitto import Mosquitto
 from mqttkit import Msg, Recorder, Team, wait_until
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-SHOTS = ROOT / "build" / "screenshots"
 
 Event = tuple[str, Any]  # (event type, decoded JSON data)
 
@@ -510,34 +505,6 @@ def test_spectate_stops_within_two_seconds_of_sigterm_with_streams_open(tmp_path
     for stream in streams:
         stream.read()  # ended, not cut (that raises IncompleteRead)
         stream.close()
-
-
-def chromium(profile: Path, width: int, height: int) -> Any:
-    """Headless Debian Chromium through selenium (skipped without it, failed
-    when SALVO_REQUIRE_BROWSER says it must be there). Quit it after use."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("SALVO_REQUIRE_BROWSER"):
-            pytest.fail("chromium and chromedriver are required (apt-get install -y chromium chromium-driver)")
-        pytest.skip("no chromium/chromedriver here (bash .ci/run installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--window-size={width},{height}",
-        f"--user-data-dir={profile}",
-    ):
-        opts.add_argument(arg)
-    return webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
 
 
 @pytest.fixture

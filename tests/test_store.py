@@ -427,7 +427,8 @@ def test_a_second_referee_on_the_same_state_file_is_refused_and_an_audit_is_not(
     store.settle()
     assert reader.games("p") == [(1, 1)]
     reader.close()
-    refused = CliRunner().invoke(main, ["referee", "--state", str(path), "--broker", "mqtt://127.0.0.1:1"])
+    key = ["--key-file", str(tmp_path / "referee.key")]  # (never the default: it is in the working directory)
+    refused = CliRunner().invoke(main, ["referee", "--state", str(path), "--broker", "mqtt://127.0.0.1:1", *key])
     assert refused.exit_code == ExitCode.LOCAL_FILE
     assert "in use by another referee" in refused.output
     store.close()
