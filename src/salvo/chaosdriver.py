@@ -530,7 +530,7 @@ class Run:
             raise
         finally:
             end = self.cut if self.cut is not None else self.watch.mark()
-            with self.watch._cond:
+            with self.watch._cond:  # noqa: SLF001 (the watcher's lock: its log copied at once)
                 log = list(self.watch.messages)
             self.found += check(model, log, start, end, self.prefix, complete=complete, loose=frozenset(self.loose))
 

@@ -297,7 +297,7 @@ class Link:
         if self._sock is not None:
             # paho has no public call for this; its own keep-alive timeout
             # closes the socket the same way.
-            self.client._sock_close()
+            self.client._sock_close()  # noqa: SLF001 (paho private, no public call; guarded: test_brokers)
             self._forget_socket()
 
 
@@ -374,7 +374,7 @@ def acknowledged(info: paho.MQTTMessageInfo) -> bool:
     ``is_published()`` raises for it, although paho sends it on reconnect and
     marks it published when the PUBACK comes: read that mark itself."""
     if info.rc == paho.MQTT_ERR_NO_CONN:
-        return info._published
+        return info._published  # noqa: SLF001 (paho private, the only true mark here; guarded: test_brokers)
     try:
         return info.is_published()
     except (RuntimeError, ValueError):  # never queued: it will never be acknowledged

@@ -79,7 +79,7 @@ class Timer(Handle):
         if not self.cancelled:
             self.cancelled = True
             if self._in_heap:
-                self._loop._timer_cancelled()
+                self._loop._timer_cancelled()  # noqa: SLF001 (the loop's own handles, one module)
 
 
 def _log_error(exc: Exception) -> None:
@@ -209,7 +209,7 @@ class Loop:
         timers = self._timers
         if self._cancelled > 64 and self._cancelled * 2 > len(timers):
             for entry in timers:
-                entry[2]._in_heap = not entry[2].cancelled
+                entry[2]._in_heap = not entry[2].cancelled  # noqa: SLF001 (the loop's own handles, one module)
             self._timers = [t for t in timers if not t[2].cancelled]
             heapq.heapify(self._timers)
             self._cancelled = 0
@@ -230,7 +230,7 @@ class Loop:
             wait = timeout
             timers = self._timers
             while timers and timers[0][2].cancelled:
-                heapq.heappop(timers)[2]._in_heap = False
+                heapq.heappop(timers)[2]._in_heap = False  # noqa: SLF001 (the loop's own handles, one module)
                 self._cancelled -= 1
             if timers:
                 until = max(0.0, timers[0][0] - self.time())
@@ -271,7 +271,7 @@ class Loop:
             timers = self._timers
             while timers and timers[0][0] <= now:
                 timer = heapq.heappop(timers)[2]
-                timer._in_heap = False
+                timer._in_heap = False  # noqa: SLF001 (the loop's own handles, one module)
                 if timer.cancelled:
                     self._cancelled -= 1
                 else:
@@ -282,7 +282,7 @@ class Loop:
         for _ in range(len(ready)):  # what is added meanwhile waits for the next pass
             handle = ready.popleft()
             if not handle.cancelled:
-                self._call(handle._callback, handle._args)
+                self._call(handle._callback, handle._args)  # noqa: SLF001 (the loop's own handles, one module)
 
     def _call(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
         try:

@@ -237,7 +237,7 @@ class Client(paho.Client):
     @property
     def endpoint(self) -> tuple[str, int]:
         """The node of the latest connection attempt."""
-        return self._host, self._port
+        return self._host, self._port  # paho private
 
     # paho reads on_connect when a CONNACK arrives, and on_disconnect when the
     # socket closes: ours look first, and keep a fall-back to themselves.
@@ -327,13 +327,13 @@ class Client(paho.Client):
         itself steps down from 3.1.1 to 3.1 the same way, by setting the
         protocol it connects with). The owner is not told: the retry is
         paho's (or the loop's) usual reconnect."""
-        if rc.value != UNSUPPORTED_PROTOCOL or self._protocol != paho.MQTTv5:
+        if rc.value != UNSUPPORTED_PROTOCOL or self._protocol != paho.MQTTv5:  # paho private
             return False
         log.info("broker %s:%d refuses MQTT 5: speaking MQTT 3.1.1 to it", *self.endpoint)
         _REFUSED_MQTT5.add(self.endpoints)
         self._speak_311()
         self._same_again = True  # the same node again, in the protocol it speaks
-        self._reconnect_delay = None  # after paho's shortest wait: it answered, it is no outage
+        self._reconnect_delay = None  # paho private; after paho's shortest wait: it answered, it is no outage
         self._at_once = True  # (or at once, with a back-off of ours)
         return True
 
@@ -343,7 +343,7 @@ class Client(paho.Client):
         these once connect_async ran."""
         self._clean_start = paho.MQTT_CLEAN_START_FIRST_ONLY if clean else False
         self._mqttv5_first_connect = clean
-        self._clean_session = clean
+        self._clean_session = clean  # paho private
 
     def again_here(self) -> None:
         """The next connection attempt goes to this node again: a close of
@@ -351,18 +351,19 @@ class Client(paho.Client):
         self._same_again = True
 
     def _speak_311(self) -> None:
-        self._protocol = paho.MQTTv311
-        self._clean_session = not self.persistent  # (3.1.1 has no expiry: a persistent session stays)
-        self._connect_properties = None  # (MQTT 5 only: session expiry)
+        self._protocol = paho.MQTTv311  # paho private
+        self._clean_session = not self.persistent  # paho private; (3.1.1 has no expiry: a persistent session stays)
+        self._connect_properties = None  # paho private; (MQTT 5 only: session expiry)
 
     def _pick_endpoint(self, _client: paho.Client, _userdata: Any) -> None:
         # Called by reconnect() itself, in state "connecting": paho's host
         # and port setters refuse then, so the fields are set directly.
-        if self._protocol == paho.MQTTv5 and self.endpoints in _REFUSED_MQTT5:
+        if self._protocol == paho.MQTTv5 and self.endpoints in _REFUSED_MQTT5:  # paho private
             self._speak_311()  # another client of this process learned it
         if self._tried and not self._same_again and len(self.endpoints) > 1:
             self._node = (self._node + 1) % len(self.endpoints)
-            self._host, self._port = self.endpoints[self._node]
+            endpoint = self.endpoints[self._node]
+            self._host, self._port = endpoint  # paho private
         self._tried, self._same_again = True, False
         self._quiet_disconnect = False  # (a socket closed without its callback)
 

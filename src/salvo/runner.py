@@ -246,7 +246,8 @@ class ArenaRunner(Dispatcher):
         and a clean one asked for again. Nothing is subscribed or read
         before."""
         client = self.client
-        if not session_present and (client.mqtt5 or not client._clean_session):
+        # (what a 3.1.1 connection asked for; guarded: test_brokers)
+        if not session_present and (client.mqtt5 or not client._clean_session):  # noqa: SLF001 (paho private)
             self._discarding = False
             # The closes below were ours, not another client's taking over.
             self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(self._broker.endpoints) > 1)
@@ -331,7 +332,7 @@ class ArenaRunner(Dispatcher):
         try:
             topic = msg.topic
         except UnicodeDecodeError:  # a broker should not let this through
-            topic = msg._topic.decode("utf-8", "replace")
+            topic = msg._topic.decode("utf-8", "replace")  # noqa: SLF001 (paho private, the raw bytes; guarded)
         if topic == self.arena.topics.lease:
             self._leases_seen.append(bytes(msg.payload))
             self._high.append(LeaseSeen(bytes(msg.payload)))
