@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from salvo.watch import Recorder
+from salvo.net.watch import Recorder
 from test_replay_viewer import DOCS_SHOTS, full_hd
 from test_spectate import chromium
 

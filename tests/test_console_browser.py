@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from console_fake import FakeDirector
-from salvo.console import Console
+from salvo.organiser.console import Console
 from test_spectate import chromium
 
 SHOTS = Path(__file__).resolve().parent.parent / "build" / "screenshots"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import test_spectate
-from salvo.spectate import Hub, SpectatorServer
+from salvo.web.spectate import Hub, SpectatorServer
 from test_replay_viewer import DOCS_SHOTS, full_hd, make_record
 
 from mqttkit import Recorder

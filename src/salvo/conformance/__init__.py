@@ -1,10 +1,1 @@
-"""A black-box conformance suite for Battleship Salvo referees (protocol v2).
-
-Run it as ``salvo conformance --broker URL ...`` or
-``pytest --pyargs salvo.conformance --broker URL ...``; see docs/conformance.md.
-"""
-
-from salvo.conformance.cases import CASES, GROUPS, Case
-from salvo.conformance.suite import Options, Result, SuiteBroken, run_suite, summary
-
-__all__ = ["CASES", "GROUPS", "Case", "Options", "Result", "SuiteBroken", "run_suite", "summary"]
+"""(placeholder: see the hand fixes)"""
