@@ -44,7 +44,7 @@ def conformance(
 
     The referee needs short timeouts, e.g.: salvo referee
     --placement-timeout 3 --turn-timeout 1.5 --reset-after 1 --max-players 6.
-    Also runnable as: pytest --pyargs salvo.tools.conformance --broker URL ...
+    Also runnable as: pytest --pyargs salvo.conformance --broker URL ...
     """
     from salvo.tools.conformance.cases import CASES, GROUPS
     from salvo.tools.conformance.suite import RECOMMENDED, Options, read_team_credentials, run_suite, summary

@@ -1,7 +1,7 @@
 """A black-box conformance suite for Battleship Salvo referees (protocol v2).
 
 Run it as ``salvo conformance --broker URL ...`` or
-``pytest --pyargs salvo.tools.conformance --broker URL ...``; see docs/conformance.md.
+``pytest --pyargs salvo.conformance --broker URL ...`` (the public package); see docs/conformance.md.
 """
 
 from salvo.tools.conformance.cases import CASES, GROUPS, Case

@@ -1,4 +1,4 @@
-"""`pytest --pyargs salvo.tools.conformance --broker URL [...]`: the same suite as
+"""`pytest --pyargs salvo.conformance --broker URL [...]`: the same suite as
 `salvo conformance`, one test per case.
 
 A pytest plugin (entry point ``pytest11``) rather than a conftest, because

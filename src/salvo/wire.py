@@ -1,0 +1,63 @@
+"""Public path of the wire models: ``salvo.wire`` (docs/conformance.md compares payloads with them).
+
+They live in :mod:`salvo.spec.wire`; this module only names them for teams.
+Code inside salvo imports the real home.
+"""
+
+from salvo.spec.wire import (
+    REQUEST_ID_RE,
+    XY,
+    Deadline,
+    ErrorReport,
+    FireData,
+    GameRecord,
+    Hit,
+    JoinRequest,
+    PlacementMessage,
+    PlayerStats,
+    RecordSalvo,
+    RecordShip,
+    RecordShot,
+    RecordSink,
+    RequestId,
+    SalvoResult,
+    SignedMessage,
+    StatsSummary,
+    TurnInfo,
+    UnboundFireData,
+    parse_fire,
+    parse_join,
+    parse_placement,
+    parse_signed,
+    parse_unbound_fire,
+    request_id_of,
+)
+
+__all__ = [
+    "REQUEST_ID_RE",
+    "XY",
+    "Deadline",
+    "ErrorReport",
+    "FireData",
+    "GameRecord",
+    "Hit",
+    "JoinRequest",
+    "PlacementMessage",
+    "PlayerStats",
+    "RecordSalvo",
+    "RecordShip",
+    "RecordShot",
+    "RecordSink",
+    "RequestId",
+    "SalvoResult",
+    "SignedMessage",
+    "StatsSummary",
+    "TurnInfo",
+    "UnboundFireData",
+    "parse_fire",
+    "parse_join",
+    "parse_placement",
+    "parse_signed",
+    "parse_unbound_fire",
+    "request_id_of",
+]
