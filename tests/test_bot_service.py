@@ -362,7 +362,7 @@ def test_the_mode_option_chooses_free_play_or_the_tournament(
         return 2
 
     monkeypatch.setattr("salvo.sdk.bots.service.play_on", free_play)
-    monkeypatch.setattr("salvo.sdk.follow", tournament)
+    monkeypatch.setattr("salvo.sdk.follow.follow", tournament)
     monkeypatch.setattr(SalvoClient, "start", lambda self: self)  # no broker here
     before = signal.getsignal(signal.SIGTERM)
     result = CliRunner().invoke(main, ["bot", "--name", "alice", "--secret", "s", *args], env=env)

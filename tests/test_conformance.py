@@ -18,9 +18,10 @@ from click.testing import CliRunner
 
 from salvo import cli
 from salvo.arena import arena
-from salvo.game import engine
+from salvo.game import engine, events
 from salvo.net.mqtt import Broker
 from salvo.referee.service import Referee
+from salvo.spec import payloads
 from salvo.spec.errors import Code, Malformed
 from salvo.spec.rules import FLEET, SHIP_IDS
 from salvo.spec.topics import is_valid_name
@@ -244,13 +245,13 @@ def test_a_referee_that_does_not_answer_fails_and_is_no_internal_error(monkeypat
 def sinks_per_shot(monkeypatch: pytest.MonkeyPatch) -> None:
     original = engine.Game._fire
 
-    def fire(self: engine.Game, ev: engine.Fire) -> engine.Accepted:
+    def fire(self: engine.Game, ev: events.Fire) -> events.Accepted:
         result = original(self, ev)
         target = self.players[ev.target]
         for ship in SHIP_IDS:
             if ship not in target.sunk and len(target.damage[ship]) == FLEET[ship]:
                 # told at once, after every shot that completes it: a leak
-                result.effects.append(engine.Publish(self.topics.sunk(ev.target, ship), engine.TRUE, True))
+                result.effects.append(payloads.Publish(self.topics.sunk(ev.target, ship), payloads.TRUE, True))
         return result
 
     monkeypatch.setattr(engine.Game, "_fire", fire)
@@ -260,8 +261,8 @@ def redelivery_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     # Shots keep no nonce: an accepted message delivered again is a new shot.
     original = engine.Game.handle
 
-    def handle(self: engine.Game, event: engine.Event) -> engine.Result:
-        if type(event) is engine.Fire:
+    def handle(self: engine.Game, event: events.Event) -> events.Result:
+        if type(event) is events.Fire:
             event = event._replace(nonce=None)
         return original(self, event)
 
@@ -280,7 +281,7 @@ def game_id_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
 def wrong_shot_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
     # one shot too many for a player who lost a ship (but not all of them)
     monkeypatch.setattr(
-        engine.PlayerState, "afloat", property(lambda p: len(FLEET) - len(p.sunk) + (0 < len(p.sunk) < len(FLEET)))
+        events.PlayerState, "afloat", property(lambda p: len(FLEET) - len(p.sunk) + (0 < len(p.sunk) < len(FLEET)))
     )
 
 
@@ -297,12 +298,12 @@ def sealed_join_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def join_refusals_on_the_players_topic(monkeypatch: pytest.MonkeyPatch) -> None:
     # The v1 routing: a refused join told on /players/<name>/error.
-    def reroute(arena: arena.Arena, effects: list[arena.Effect], name: object) -> list[arena.Effect]:
+    def reroute(room: arena.Arena, effects: list[arena.Effect], name: object) -> list[arena.Effect]:
         if not isinstance(name, str) or not is_valid_name(name):
             return effects
-        t = arena.topics
+        t = room.topics
         return [
-            e._replace(topic=t.player_error(name)) if isinstance(e, engine.Publish) and e.topic == t.errors else e
+            e._replace(topic=t.player_error(name)) if isinstance(e, payloads.Publish) and e.topic == t.errors else e
             for e in effects
         ]
 
@@ -313,7 +314,7 @@ def join_refusals_on_the_players_topic(monkeypatch: pytest.MonkeyPatch) -> None:
         value = json.loads(payload) if payload.lstrip()[:1] == b"{" else None
         return reroute(self, effects, value.get("name") if isinstance(value, dict) else None)
 
-    def applied(self: arena.Arena, event: engine.Join, request_ids: list[str]) -> list[arena.Effect]:
+    def applied(self: arena.Arena, event: events.Join, request_ids: list[str]) -> list[arena.Effect]:
         return reroute(self, apply_join(self, event, request_ids), event.name)
 
     monkeypatch.setattr(arena.Arena, "_join", joined)

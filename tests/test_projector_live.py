@@ -14,8 +14,8 @@ from typing import Any
 import test_spectate
 from salvo.net.mqtt import Broker
 from salvo.organiser.teams import add_team
-from salvo.sdk import follow
 from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
 from salvo.web.spectate import SpectatorServer
 from test_projector import projector
 

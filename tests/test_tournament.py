@@ -16,8 +16,8 @@ from salvo.net.mqtt import Broker
 from salvo.net.watch import Recorder
 from salvo.organiser.teams import add_team
 from salvo.organiser.tournament import GameResult, round_robin, standings
-from salvo.sdk import follow
 from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
 from salvo.sdk.outcomes import GameRecord
 from salvo.spec.errors import Code, Illegal
 from test_tournament_restart import director_cmd

@@ -16,8 +16,8 @@ from typing import Any
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Recorder, wait_until
 from salvo.organiser.teams import add_team
-from salvo.sdk import follow
 from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
 from test_tournament_restart import director_cmd
 
 from conftest import BrokerFactory

@@ -21,8 +21,8 @@ from salvo.net.mqtt import Broker
 from salvo.net.watch import Msg, Recorder, wait_until
 from salvo.organiser.teams import add_team
 from salvo.referee.ownership import TOURNAMENT, Lease
-from salvo.sdk import follow
 from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
 from salvo.sdk.outcomes import GameRecord
 from salvo.sdk.strategy import Strategy
 from salvo.sdk.view import Shot, View

@@ -328,6 +328,7 @@ def test_the_budget_keeps_kinds_apart_and_never_holds_back_info(monkeypatch: pyt
     assert said == [  # the most held back first; of "other", the first one was logged
         "4 more like this from asyncio in 10 s, not logged one by one: other",
         "2 more like this from uvicorn.error in 10 s, not logged one by one: Invalid HTTP request received.",
-        "1 more like this from salvo.organiser.console in 10 s, not logged one by one: console: a wrong password from %s",
+        "1 more like this from salvo.organiser.console in 10 s, not logged one by one:"
+        " console: a wrong password from %s",
     ]
     assert record("uvicorn.error", logging.WARNING, "Invalid HTTP request received.")  # a new window

@@ -37,17 +37,17 @@ import threading
 from pathlib import Path
 from typing import Final
 
-from salvo.arena import journalformat
-from salvo.arena.journalformat import Row, parse_spool_line, spool_line
+from salvo.arena.journalformat import (
+    Row,
+    config_from_json,
+    config_to_json,
+    event_from_json,
+    event_text,
+    parse_spool_line,
+    spool_line,
+)
 from salvo.game.events import Burn, Config, Configure, Event, Fire, Place
 from salvo.spec.codec import dumps
-
-# The journal's formats live in salvo.arena.journalformat; these names stay importable from here.
-event_to_json = journalformat.event_to_json
-event_text = journalformat.event_text
-event_from_json = journalformat.event_from_json
-config_to_json = journalformat.config_to_json
-config_from_json = journalformat.config_from_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS arenas (

@@ -120,7 +120,7 @@ def bot(
         try:
             client.start()
             if tournament:
-                from salvo.sdk import follow as follow_tournament
+                from salvo.sdk.follow import follow as follow_tournament
 
                 n = follow_tournament(
                     target,

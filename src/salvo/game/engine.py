@@ -94,7 +94,6 @@ from salvo.game.events import (
     Result,
     Resume,
     SalvoEntry,
-    Termination,
     Tick,
 )
 from salvo.spec import payloads
@@ -103,15 +102,6 @@ from salvo.spec.errors import Code, Illegal, Rejection
 from salvo.spec.payloads import FALSE, TRUE, Publish, Retained, hit, message
 from salvo.spec.rules import BOARD_SIZE, FLEET, SHIP_IDS, placement_error
 from salvo.spec.topics import Topics
-
-# The vocabulary lives in salvo.game.events and salvo.spec.payloads; importing it from here goes on working.
-# fmt: off
-__all__ = [
-    "BURN_CAP", "FALSE", "PLACEMENTS_CAP", "TRUE", "Abandon", "Accepted", "Burn", "CloseLobby", "Config",
-    "Configure", "Event", "Extend", "Fire", "Game", "Join", "Phase", "Place", "PlayerState", "Publish", "Rejected",
-    "Result", "Termination", "Tick",
-]
-# fmt: on
 
 #: Spent nonces a player can leave in one game with rejected signatures.
 #: Beyond this the referee stops remembering them (a flood of authentic but

@@ -39,43 +39,12 @@ from typing import Final
 
 from salvo.arena.arena import Arena, Effect
 from salvo.arena.journal import Store, StoreFailure
-from salvo.arena.resume import Heartbeat, make_arenas, write_health
-from salvo.net.link import RETRY_MAX_S, RETRY_MIN_S
+from salvo.arena.resume import Heartbeat, write_health
 from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
 from salvo.organiser.teams import Registry
-from salvo.referee.batch import SETTLE_MAX, Fatal, Journal, Stop
-from salvo.referee.flood import (
-    LAG_EXTENSION_MAX_S,
-    LAG_GRACE_S,
-    REJECT_LINES,
-    REJECT_WINDOW_S,
-    REPORTS_PER_S,
-    LagClock,
-    RejectionLog,
-    emit,
-)
+from salvo.referee.batch import Fatal, Journal, Stop
 from salvo.referee.runner import ArenaRunner
-
-__all__ = [
-    "LAG_EXTENSION_MAX_S",
-    "LAG_GRACE_S",
-    "REJECT_LINES",
-    "REJECT_WINDOW_S",
-    "REPORTS_PER_S",
-    "RETRY_MAX_S",
-    "RETRY_MIN_S",
-    "SETTLE_MAX",
-    "ArenaRunner",
-    "Fatal",
-    "Journal",
-    "LagClock",
-    "Referee",
-    "RejectionLog",
-    "Stop",
-    "emit",
-    "make_arenas",
-]
 
 log = logging.getLogger("salvo.referee")
 

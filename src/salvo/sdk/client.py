@@ -44,7 +44,6 @@ from salvo.sdk.outcomes import (
     JoinRefused,
     LobbyClosed,
     PlacementRefused,
-    SalvoError,
     TurnToPlay,
 )
 from salvo.sdk.strategy import Strategy
@@ -53,18 +52,6 @@ from salvo.spec import crypto, payloads, wire
 from salvo.spec.errors import Code
 from salvo.spec.rules import SHIP_IDS, Placement
 from salvo.spec.topics import Inbound, Topics, name_error
-
-# The SDK's exceptions and records (salvo.sdk.outcomes) are imported from here too.
-__all__ = [
-    "GameAborted",
-    "GameRecord",
-    "JoinRefused",
-    "LobbyClosed",
-    "PlacementRefused",
-    "SalvoClient",
-    "SalvoError",
-    "TurnToPlay",
-]
 
 log = logging.getLogger("salvo.client")
 
