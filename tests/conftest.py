@@ -15,7 +15,7 @@ import pytest
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Config
 from salvo.net.mqtt import Broker
-from salvo.organiser.teams import Registry
+from salvo.referee.admission import Registry
 from salvo.referee.service import Referee
 from salvo.spec import crypto
 

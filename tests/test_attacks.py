@@ -26,7 +26,8 @@ import pytest
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Config
 from salvo.net.mqtt import Broker, new_client
-from salvo.organiser.teams import Registry, add_team
+from salvo.organiser.teams import add_team
+from salvo.referee.admission import Registry
 from salvo.referee.flood import REJECT_LINES
 from salvo.referee.service import Referee
 from salvo.sdk.client import SalvoClient

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from paho.mqtt.enums import CallbackAPIVersion
 
 from salvo.cli import main
-from salvo.organiser.teams import Registry, add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
+from salvo.organiser.teams import add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
 from salvo.organiser.tls import certificate_fingerprint
+from salvo.referee.admission import Registry
 from salvo.spec.errors import Rejection
 
 from conftest import BrokerFactory, RefereeFactory, TeamFactory

@@ -115,7 +115,7 @@ def test_a_tournament_roster_survives_the_registry(tmp_path: Path) -> None:
 
     from salvo.arena.resume import make_arenas
     from salvo.game.events import Config
-    from salvo.organiser.teams import Registry
+    from salvo.referee.admission import Registry
     from salvo.referee.service import Referee
 
     registry_path = tmp_path / "teams.json"

@@ -123,7 +123,8 @@ def teams_add(
 @_passwd_option
 def teams_list(registry: Path, passwd: Path) -> None:
     """List the registered teams (no secrets: only hashes are stored)."""
-    from salvo.organiser.teams import REFEREE_USER, Registry, TeamsError, read_passwd
+    from salvo.organiser.teams import REFEREE_USER, read_passwd
+    from salvo.referee.admission import Registry, TeamsError
 
     try:
         known = Registry(registry).teams

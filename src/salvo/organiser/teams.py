@@ -9,8 +9,8 @@ Three files, all plain text an organiser can inspect:
 - the broker's ACL next to it (:func:`render_acl`, spec section 9), generated
   from the password file's logins: mosquitto 2.0 gives logged-in users the
   public topics only through a section of their own;
-- the referee's team registry (JSON): per team a keyed BLAKE2b verifier of
-  the game secret. ``salvo referee --teams FILE`` admits only these teams,
+- the referee's team registry (JSON, :mod:`salvo.referee.admission`): per
+  team a keyed BLAKE2b verifier of the game secret. ``salvo referee --teams FILE`` admits only these teams,
   and only with the right secret.
 
 Secrets are generated here (128 random bits), printed once on the team's
@@ -27,23 +27,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
-import json
 import os
 import secrets
 import shlex
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
-
-from salvo.failures import Failure
-from salvo.spec.errors import Code, Illegal
+from salvo.referee.admission import Registry, Team, TeamsError, secret_verifier, write_atomically
 from salvo.spec.topics import TournamentTopics, access_filters, name_error
 
 #: What mosquitto_passwd uses for ``$7$`` hashes.
@@ -53,13 +46,6 @@ SALT_BYTES = 12
 REFEREE_USER = "referee"
 #: An organiser's own game secret must be at least this long (see above).
 MIN_SECRET_CHARS = 16
-_VERIFIER_PERSON = b"salvo-team"
-
-_hasher = PasswordHasher()
-
-
-class TeamsError(Failure):
-    """A registry or password file problem, with a message for the organiser."""
 
 
 def mosquitto_hash(password: str, salt: bytes | None = None, iterations: int = PBKDF2_ITERATIONS) -> str:
@@ -85,24 +71,6 @@ def new_secret() -> str:
     return secrets.token_urlsafe(16)
 
 
-def secret_verifier(secret: str, salt: bytes | None = None) -> str:
-    """``b2$<salt>$<digest>``: keyed BLAKE2b-256 of a game secret."""
-    salt = os.urandom(16) if salt is None else salt
-    digest = hashlib.blake2b(secret.encode(), key=salt, person=_VERIFIER_PERSON, digest_size=32).digest()
-    return f"b2${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
-
-
-def verifier_matches(secret: str, verifier: str) -> bool:
-    try:
-        kind, salt, _digest = verifier.split("$")
-        if kind != "b2":
-            return False
-        expected = secret_verifier(secret, base64.b64decode(salt, validate=True))
-    except ValueError:
-        return False
-    return hmac.compare_digest(expected, verifier)
-
-
 # -- the broker's password file ---------------------------------------------------------
 
 
@@ -126,17 +94,7 @@ def write_passwd(path: Path, entries: dict[str, str]) -> None:
     # 0600: mosquitto reads it as its owner (uid 1883 in Docker, which owns
     # data/; natively the organiser's own user), and mosquitto 2.0.16+ warns
     # about (2.1 refuses) a password file others may read.
-    _write_atomically(path, "".join(f"{u}:{h}\n" for u, h in entries.items()), 0o600)
-
-
-def _write_atomically(path: Path, text: str, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    write_atomically(path, "".join(f"{u}:{h}\n" for u, h in entries.items()), 0o600)
 
 
 # -- the broker's ACL ------------------------------------------------------------------------
@@ -241,103 +199,11 @@ def _write_acl(path: Path, logins: Iterable[str], arenas: Sequence[str] | None =
     teams = [u for u in logins if u != REFEREE_USER]
     skipped = sorted(u for u in teams if name_error(u))
     covered = acl_arenas(path) if arenas is KEEP else arenas
-    _write_atomically(path, render_acl((u for u in teams if u not in skipped), covered), 0o600)
+    write_atomically(path, render_acl((u for u in teams if u not in skipped), covered), 0o600)
     return skipped
 
 
 # -- the referee's registry ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Team:
-    name: str
-    #: argon2id hash of the secret (registries written before the verifier)
-    secret_hash: str
-    added: str
-    #: keyed BLAKE2b of the secret (see secret_verifier); "" in old registries
-    verifier: str = ""
-
-
-class Registry:
-    """The registered teams, read from a JSON file. Thread-safe; re-reads the
-    file when it changed, so teams added during the evening can join without
-    a referee restart."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        # (inode, mtime): every save is a new file (atomic replace).
-        self._mtime: tuple[int, int] | None = None
-        self._teams: dict[str, Team] = {}
-        if path.exists():
-            self._reload()
-
-    def _reload(self) -> None:
-        try:
-            stat = self.path.stat()
-        except FileNotFoundError:
-            self._teams, self._mtime = {}, None
-            return
-        if (stat.st_ino, stat.st_mtime_ns) == self._mtime:
-            return
-        try:
-            raw: Any = json.loads(self.path.read_text())
-            teams = {
-                name: Team(name, entry.get("secret", ""), entry.get("added", ""), entry.get("verifier", ""))
-                for name, entry in raw.get("teams", {}).items()
-            }
-            if not all(t.secret_hash or t.verifier for t in teams.values()):
-                raise KeyError("a team without a secret")
-        except (ValueError, AttributeError, KeyError, TypeError) as err:
-            raise TeamsError(f"{self.path}: not a salvo team registry ({err})") from err
-        self._teams, self._mtime = teams, (stat.st_ino, stat.st_mtime_ns)
-
-    @property
-    def teams(self) -> dict[str, Team]:
-        with self._lock:
-            self._reload()
-            return dict(self._teams)
-
-    def _team(self, name: str) -> Team:
-        team = self.teams.get(name)
-        if team is None:
-            raise Illegal(
-                Code.NOT_REGISTERED, f"{name!r} is not a registered team of this tournament (ask the organisers)"
-            )
-        return team
-
-    def admit(self, name: str, secret: str) -> bool | None:
-        """May ``name`` join with ``secret``? Raises Illegal (not registered,
-        wrong secret); True when the secret was verified (microseconds);
-        None when only :meth:`verify` can tell (an old argon2id entry)."""
-        team = self._team(name)
-        if not team.verifier:
-            return None
-        if not verifier_matches(secret, team.verifier):
-            raise Illegal(Code.WRONG_SECRET, f"wrong secret for team {name!r}")
-        return True
-
-    def verify(self, name: str, secret: str) -> None:
-        """Raise Illegal unless ``secret`` is ``name``'s. Slow for an old
-        argon2id entry: call it off the message thread."""
-        team = self._team(name)
-        if team.verifier:
-            self.admit(name, secret)
-            return
-        try:
-            _hasher.verify(team.secret_hash, secret)
-        except (VerificationError, InvalidHashError):
-            raise Illegal(Code.WRONG_SECRET, f"wrong secret for team {name!r}") from None
-
-    def save(self, teams: dict[str, Team]) -> None:
-        entries = {}
-        for t in teams.values():
-            entry = {"verifier": t.verifier} if t.verifier else {"secret": t.secret_hash}
-            entries[t.name] = {**entry, "added": t.added}
-        body = {"version": 2, "teams": entries}
-        with self._lock:
-            _write_atomically(self.path, json.dumps(body, indent=2) + "\n", 0o600)
-            self._mtime = None
 
 
 # -- the operations behind `salvo teams` -------------------------------------------------------

@@ -21,7 +21,7 @@ from salvo.game.events import Event
 from salvo.net.link import Link, acknowledged
 from salvo.net.loop import Loop
 from salvo.net.mqtt import Client
-from salvo.organiser.teams import Registry
+from salvo.referee.admission import Registry
 from salvo.referee.flood import BROKER_INFLIGHT, REPORTS_PER_S, LagClock, RejectionLog, ReportBudget
 from salvo.referee.ownership import Lease
 from salvo.spec import crypto

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from salvo.arena.arena import Arena
     from salvo.game.events import Config
     from salvo.net.mqtt import Broker
-    from salvo.organiser.teams import Registry
+    from salvo.referee.admission import Registry
     from salvo.referee.batch import Fatal
     from salvo.referee.service import Referee
 
@@ -52,7 +52,7 @@ def client_id(given: str | None, base: str, key: PrivateKey) -> str:
 
 def load_registry(path: Path) -> Registry:
     """The team registry a referee admits teams from; it must exist."""
-    from salvo.organiser.teams import Registry, TeamsError
+    from salvo.referee.admission import Registry, TeamsError
 
     if not path.exists():
         raise LocalFailure(f"no team registry at {path} (create it with: salvo teams add NAME --registry {path})")

@@ -34,7 +34,7 @@ from salvo.arena.journal import StoreFailure
 from salvo.net.link import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
 from salvo.net.loop import Handle, Loop, steady_time
 from salvo.net.mqtt import Broker, Client, connect_async, new_client
-from salvo.organiser.teams import Registry
+from salvo.referee.admission import Registry
 from salvo.referee.batch import (
     Connected,
     Control,

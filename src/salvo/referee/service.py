@@ -42,7 +42,7 @@ from salvo.arena.journal import Store, StoreFailure
 from salvo.arena.resume import Heartbeat, write_health
 from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
-from salvo.organiser.teams import Registry
+from salvo.referee.admission import Registry
 from salvo.referee.batch import Fatal, Journal, Stop
 from salvo.referee.runner import ArenaRunner
 

@@ -16,8 +16,8 @@ from salvo.spec.topics import TournamentTopics
 
 if TYPE_CHECKING:
     from salvo.arena.arena import Arena
-    from salvo.organiser.teams import Registry
     from salvo.organiser.tournament.director import Director
+    from salvo.referee.admission import Registry
     from salvo.referee.service import Referee
 
 
