@@ -1,7 +1,7 @@
 "use strict";
 // The projector: a read-only spectator. `salvo spectate` reads the broker and
 // streams every public message here as server-sent events (see
-// salvo/spectate.py), so the browser needs no MQTT and nothing from the
+// salvo/web/spectate.py), so the browser needs no MQTT and nothing from the
 // internet at the venue. Only public information is drawn: during a game the
 // salvo rule hides which shots hit, so the boards show sunk ships, not cells;
 // once the game is over its record (/game/record) is replayed on real boards.
