@@ -66,7 +66,7 @@ MAX_STREAMS = MAX_CLIENTS - LOOPBACK_RESERVE  # open event streams from the venu
 MAX_PER_ADDRESS = 16  # one laptop on the venue network cannot shut the projector out (loopback may)
 CHUNK = 64 * 1024  # the start of a stream is written this much at a time
 PAGE = ("spectate.html", "text/html; charset=utf-8")
-FILES = {  # path -> (file under salvo/data, content type)
+FILES = {  # path -> (file under salvo/web/data, content type)
     "/replay": ("replay.html", "text/html; charset=utf-8"),
     "/spectate.css": ("spectate.css", "text/css; charset=utf-8"),
     "/spectate.js": ("spectate.js", "text/javascript; charset=utf-8"),
@@ -85,7 +85,7 @@ HEADERS = {
 
 
 def page(name: str = "spectate.html") -> bytes:
-    return (files("salvo") / "data" / name).read_bytes()
+    return (files("salvo.web") / "data" / name).read_bytes()
 
 
 def _chunks(events: list[bytes]) -> Iterator[bytes]:
