@@ -193,3 +193,5 @@ def test_a_journal_game_the_arena_moved_on_from_is_not_resumed(broker: Mosquitto
         other.close()
         store.close()
     assert arena.game.game_id != old_game and arena.game.players == {}  # a new game, not the stale one
+    # and what the broker queued for the arena was for the game it replaced: a clean session
+    assert arena.replaced and arena.backlog == []

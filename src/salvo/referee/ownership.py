@@ -384,7 +384,7 @@ def claim(broker: Broker, arenas: list[Arena], store: Store, *, fresh: bool = Fa
             # Nothing of the game it replaces is published (the sweep clears
             # its topics): a later restart must not publish its backlog either.
             store.mark_published(arena.topics.prefix, last)
-        arena.backlog, arena.backlog_to = [], 0
+        arena.backlog, arena.backlog_to, arena.replaced = [], 0, True
         log.warning(
             "arena %s: %s: a new game %s replaces game %s (%s)",
             arena.topics.prefix or "(default)",

@@ -109,7 +109,7 @@ class Referee:
                 pool=self.pool,
                 journal=journal,
                 session_expiry_s=session_expiry_s,
-                discard_session=discard,
+                discard_session=discard or arena.replaced,
                 registry=registry,
                 loop=self.loop,
                 on_stopped=self._arena_stopped,
