@@ -190,7 +190,7 @@ class Arena:
         #: broker before it stopped), and the journal id they reach.
         self.backlog: list[Publish] = []
         self.backlog_to = 0
-        #: Its game replaced another game on the broker (salvo.ownership.claim:
+        #: Its game replaced another game on the broker (salvo.referee.ownership.claim:
         #: --fresh, a take-over): what the broker queued for the arena was
         #: sent to that game, so the referee starts on a clean MQTT session.
         self.replaced = False
