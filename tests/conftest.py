@@ -17,13 +17,14 @@ from typing import Any, Final
 
 import pytest
 
-import chromium
-from salvo import crypto
-from salvo.engine import Config
-from salvo.mqtt import Broker
-from salvo.referee import Referee, make_arenas
-from salvo.teams import Registry
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Config
+from salvo.net.mqtt import Broker
+from salvo.referee.admission import Registry
+from salvo.referee.service import Referee
+from salvo.spec import crypto
 
+import chromium
 import mosquitto
 from mosquitto import Mosquitto
 from mqttkit import Recorder, Team, connect_team
@@ -187,7 +188,7 @@ def _no_sdk_client_outlives_its_test(monkeypatch: pytest.MonkeyPatch) -> Iterato
     (in a thread still waiting for its next assignment, say) retries the
     broker its test stopped for the rest of the session, and its log lines
     land in other tests' captures."""
-    from salvo.client import SalvoClient
+    from salvo.sdk.client import SalvoClient
 
     made: list[SalvoClient] = []
     original = SalvoClient.__init__

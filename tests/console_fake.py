@@ -1,4 +1,4 @@
-"""An in-memory director implementing :class:`salvo.tournament.controls.Controls`
+"""An in-memory director implementing :class:`salvo.organiser.tournament.controls.Controls`
 for the console's tests: a tournament night in one dict, the actions applied
 to it (and refused as the director would), every applied one audited."""
 
@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from salvo.tournament.controls import ACTIONS, ControlError
+from salvo.organiser.tournament.controls import ACTIONS, ControlError
 
 TEAMS = ["ada", "bletchley", "colossus", "dijkstra", "enigma", "fortran", "grace", "hopper"]
 

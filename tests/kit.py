@@ -11,13 +11,15 @@ from typing import Any
 
 from nacl.public import PrivateKey
 
-from salvo import crypto, payloads
-from salvo.conformance.harness import team_key
-from salvo.engine import Accepted, Config, Event, Fire, Game, Join, Phase, Place, Publish, Rejected, Result, Tick
-from salvo.errors import Rejection
-from salvo.protocol import Admit, Arena, DeriveKey, Effect, Log, Record
-from salvo.rules import FLEET, SHIP_IDS, Orientation, Placement
-from salvo.topics import Topics
+from salvo.arena.arena import Admit, Arena, DeriveKey, Effect, Log, Record
+from salvo.game.engine import Game
+from salvo.game.events import Accepted, Config, Event, Fire, Join, Phase, Place, Rejected, Result, Tick
+from salvo.spec import crypto, payloads
+from salvo.spec.errors import Rejection
+from salvo.spec.payloads import Publish
+from salvo.spec.rules import FLEET, SHIP_IDS, Orientation, Placement
+from salvo.spec.topics import Topics
+from salvo.tools.conformance.harness import team_key
 
 H, V = Orientation.HORIZONTAL, Orientation.VERTICAL
 

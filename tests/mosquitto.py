@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from salvo import tls
-from salvo.localbroker import free_port, mosquitto_binary, wait_listening
-from salvo.teams import default_acl_path, referee_passwd_path, write_acl_from_passwd
-from salvo.tls import SERVER_CERT, SERVER_KEY
+from salvo.organiser import tls
+from salvo.organiser.teams import default_acl_path, referee_passwd_path, write_acl_from_passwd
+from salvo.organiser.tls import SERVER_CERT, SERVER_KEY
+from salvo.tools.localbroker import free_port, mosquitto_binary, wait_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def render_config(
 class Mosquitto:
     """A mosquitto on free loopback ports with the shipped conf, the ACL
     salvo generates for ``users`` (all but the referee are teams) and a TLS
-    certificate from salvo.tls for localhost/127.0.0.1."""
+    certificate from salvo.organiser.tls for localhost/127.0.0.1."""
 
     workdir: Path
     persistence: bool = True
@@ -99,7 +99,7 @@ class Mosquitto:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.passwd = self.workdir / "passwd"
         write_passwords(self.passwd, self.users)
-        # Where salvo.teams.add_team keeps it for this password file: teams
+        # Where salvo.organiser.teams.add_team keeps it for this password file: teams
         # added after construction get their rights.
         self.acl = default_acl_path(self.passwd)
         write_acl_from_passwd(self.passwd, self.acl)

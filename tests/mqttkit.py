@@ -1,13 +1,13 @@
-"""Test glue for the real broker: the neutral watcher (salvo.watch) and the
+"""Test glue for the real broker: the neutral watcher (salvo.net.watch) and the
 conformance suite's scripted team, logged in as users of the test mosquitto."""
 
 from __future__ import annotations
 
-from salvo.conformance.harness import Team
-from salvo.mqtt import Broker
-from salvo.topics import Topics
-from salvo.watch import Keep, Msg, wait_until
-from salvo.watch import Recorder as _Recorder
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Keep, Msg, wait_until
+from salvo.net.watch import Recorder as _Recorder
+from salvo.spec.topics import Topics
+from salvo.tools.conformance.harness import Team
 
 from mosquitto import Mosquitto
 
@@ -15,7 +15,7 @@ __all__ = ["Msg", "Recorder", "Team", "connect_team", "wait_until"]
 
 
 class Recorder(_Recorder):
-    """salvo.watch's recorder, logged in as a test-broker user (None: anonymous)."""
+    """salvo.net.watch's recorder, logged in as a test-broker user (None: anonymous)."""
 
     def __init__(
         self, broker: Mosquitto, user: str | None, filters: list[str] | tuple[str, ...], *, keep: Keep = "all"

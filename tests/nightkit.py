@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from salvo.localbroker import free_port
-from salvo.mqtt import Broker
-from salvo.watch import Msg, Recorder
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Msg, Recorder
+from salvo.tools.localbroker import free_port
 
 from mosquitto import ROOT
 

@@ -12,11 +12,13 @@ from collections.abc import Callable
 import pytest
 from nacl.secret import SecretBox
 
-from salvo import crypto
-from salvo.engine import PLACEMENTS_CAP, Burn, Fire, Join, Phase, Publish, Tick
-from salvo.errors import Code, Illegal
-from salvo.protocol import WRONG_SECRET_COOLDOWN_S, DeriveKey
-from salvo.rules import Orientation, Placement
+from salvo.arena.arena import WRONG_SECRET_COOLDOWN_S, DeriveKey
+from salvo.game.engine import PLACEMENTS_CAP
+from salvo.game.events import Burn, Fire, Join, Phase, Tick
+from salvo.spec import crypto
+from salvo.spec.errors import Code, Illegal
+from salvo.spec.payloads import Publish
+from salvo.spec.rules import Orientation, Placement
 
 from kit import COLUMNS, ROWS, ArenaDriver, all_cells, spent, without_spent
 

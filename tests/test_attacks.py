@@ -23,13 +23,16 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 
-from salvo import crypto
-from salvo.client import SalvoClient
-from salvo.engine import Config
-from salvo.mqtt import Broker, new_client
-from salvo.referee import REJECT_LINES, Referee, make_arenas
-from salvo.stress import RefereeProcess
-from salvo.teams import Registry, add_team
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Config
+from salvo.net.mqtt import Broker, new_client
+from salvo.organiser.teams import add_team
+from salvo.referee.admission import Registry
+from salvo.referee.flood import REJECT_LINES
+from salvo.referee.service import Referee
+from salvo.sdk.client import SalvoClient
+from salvo.spec import crypto
+from salvo.tools.stress import RefereeProcess
 
 from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS, all_cells

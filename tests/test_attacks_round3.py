@@ -17,7 +17,7 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from salvo.mqtt import Broker, new_client
+from salvo.net.mqtt import Broker, new_client
 
 from conftest import RefereeFactory
 from kit import COLUMNS, ROWS

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from salvo import perf
 from salvo.cli import main
+from salvo.tools import perf
 
 REQUIRED = [
     "engine.ms_per_game",
@@ -92,10 +92,10 @@ def test_check_turns_a_missed_target_into_exit_code_1(
 
 
 def test_the_echo_peer_runs_from_the_broker_helpers() -> None:
-    """The bench starts its echo peer as ``python -m salvo.localbroker echo``."""
-    argv = [sys.executable, "-m", "salvo.localbroker"]
+    """The bench starts its echo peer as ``python -m salvo.tools.localbroker echo``."""
+    argv = [sys.executable, "-m", "salvo.tools.localbroker"]
     done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "usage: python -m salvo.localbroker echo URL IN OUT" in done.stderr
+    assert done.returncode == 1 and "usage: python -m salvo.tools.localbroker echo URL IN OUT" in done.stderr
 
 
 SCALE_REQUIRED = [

@@ -23,13 +23,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from salvo import crypto
+from salvo.arena.resume import make_arenas
 from salvo.cli import main
-from salvo.client import GameRecord, SalvoClient
-from salvo.engine import Config
-from salvo.mqtt import Backoff, Broker
-from salvo.referee import Referee, make_arenas
-from salvo.topics import TournamentTopics
+from salvo.game.events import Config
+from salvo.net.mqtt import Backoff, Broker
+from salvo.referee.service import Referee
+from salvo.sdk.client import SalvoClient
+from salvo.sdk.outcomes import GameRecord
+from salvo.spec import crypto
+from salvo.spec.topics import TournamentTopics
 
 from conftest import BrokerFactory, RefereeFactory
 from mosquitto import Mosquitto, write_passwords
@@ -309,7 +311,7 @@ def _assign(mosq: Mosquitto, job: dict[str, Any]) -> None:
 
 
 def _strategy(seed: str) -> Any:
-    from salvo.bots import make_strategy
+    from salvo.sdk.bots import make_strategy
 
     return make_strategy("random", seed)
 
@@ -359,8 +361,8 @@ def test_the_mode_option_chooses_free_play_or_the_tournament(
         on_game(record)
         return 2
 
-    monkeypatch.setattr("salvo.bots.service.play_on", free_play)
-    monkeypatch.setattr("salvo.tournament.follow", tournament)
+    monkeypatch.setattr("salvo.sdk.bots.service.play_on", free_play)
+    monkeypatch.setattr("salvo.sdk.follow.follow", tournament)
     monkeypatch.setattr(SalvoClient, "start", lambda self: self)  # no broker here
     before = signal.getsignal(signal.SIGTERM)
     result = CliRunner().invoke(main, ["bot", "--name", "alice", "--secret", "s", *args], env=env)

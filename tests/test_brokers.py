@@ -15,10 +15,10 @@ import pytest
 
 import salvo
 from salvo.cli.common import ExitCode, arena_prefixes
-from salvo.localbroker import broker_url, free_port
-from salvo.mqtt import Broker, connect_async, new_client
-from salvo.stress import RefereeProcess
-from salvo.watch import Recorder, wait_until
+from salvo.net.mqtt import Broker, connect_async, new_client
+from salvo.net.watch import Recorder, wait_until
+from salvo.tools.localbroker import broker_url, free_port
+from salvo.tools.stress import RefereeProcess
 
 from conftest import BrokerFactory
 
@@ -157,7 +157,7 @@ def test_referee_processes_share_a_league_by_range_and_never_overlap(new_broker:
 
 
 def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None:
-    """salvo.mqtt.Client sets paho fields that have no public setter while a
+    """salvo.net.mqtt.Client sets paho fields that have no public setter while a
     connection is being made (paho itself sets _protocol to step down to
     3.1): a paho release that renames them must fail here, not at a venue."""
     client = new_client(Broker.from_url("mqtt://127.0.0.1:1,mqtt://127.0.0.1:2"), "internals")

@@ -15,14 +15,14 @@ import pytest
 from click.testing import CliRunner
 
 import salvo
-from salvo.bootstrap import failure_of, open_state
+from salvo.arena.journalformat import config_to_json, event_to_json
 from salvo.cli import ExitCode, main
-from salvo.engine import Event, Result
 from salvo.failures import BrokerRefusal, Failure, LocalFailure
-from salvo.mqtt import Broker
-from salvo.referee import Fatal, Stop
-from salvo.store import config_to_json, event_to_json
-from salvo.topics import Topics
+from salvo.game.events import Event, Result
+from salvo.net.mqtt import Broker
+from salvo.referee.batch import Fatal, Stop
+from salvo.referee.bootstrap import failure_of, open_state
+from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver
 from mosquitto import Mosquitto

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from salvo.bots import make_strategy
-from salvo.client import GameRecord, JoinRefused, PlacementRefused, SalvoClient
-from salvo.rules import Orientation, Placement
-from salvo.view import PlayersChanged, ShipApproved, StateChanged
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.client import SalvoClient
+from salvo.sdk.outcomes import GameRecord, JoinRefused, PlacementRefused
+from salvo.sdk.view import PlayersChanged, ShipApproved, StateChanged
+from salvo.spec.rules import Orientation, Placement
 
 from kit import COLUMNS, ROWS
 from mosquitto import Mosquitto

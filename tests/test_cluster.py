@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from salvo.client import GameRecord
-from salvo.natscluster import NatsCluster
-from salvo.stress import RefereeProcess, errors, play_arena
-from salvo.watch import Recorder
+from salvo.net.watch import Recorder
+from salvo.sdk.outcomes import GameRecord
+from salvo.tools.natscluster import NatsCluster
+from salvo.tools.stress import RefereeProcess, errors, play_arena
 
 
 @pytest.fixture

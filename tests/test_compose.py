@@ -36,9 +36,9 @@ from click.core import ParameterSource
 from paho.mqtt.enums import CallbackAPIVersion
 
 from salvo.cli import main
-from salvo.localbroker import free_port
-from salvo.teams import render_acl
-from salvo.watch import wait_until
+from salvo.net.watch import wait_until
+from salvo.organiser.teams import render_acl
+from salvo.tools.localbroker import free_port
 
 from conftest import BrokerFactory
 from mosquitto import ROOT
@@ -237,7 +237,7 @@ def test_the_build_context_holds_the_sources_and_no_secrets() -> None:
         "pyproject.toml",
         "README.md",
         "src/salvo/__init__.py",
-        "src/salvo/data/spectate.html",
+        "src/salvo/web/data/spectate.html",
         "docker/entrypoint.sh",
     ):
         assert not _dockerignored(kept, rules), kept
@@ -274,7 +274,7 @@ def test_git_ignores_secrets_and_state() -> None:
     out = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True, check=False)
     assert out.stdout.split() == paths
     # ... but not the package's own data directory
-    kept = subprocess.run(["git", "check-ignore", "-q", "src/salvo/data/new.html"], cwd=ROOT, check=False)
+    kept = subprocess.run(["git", "check-ignore", "-q", "src/salvo/web/data/new.html"], cwd=ROOT, check=False)
     assert kept.returncode == 1
 
 

@@ -30,10 +30,10 @@ from typing import Any
 
 import pytest
 
-from chromium import chromium
-from salvo.watch import Recorder
+from salvo.net.watch import Recorder
 from test_replay_viewer import DOCS_SHOTS, full_hd
 
+from chromium import chromium
 from nightkit import GUIDE_VENUE, Night, copy_checkout, engine_answers, guide_blocks, playing, standings, venue_address
 
 #: The order the night takes the guide's blocks in; every marked block is here.

@@ -16,15 +16,18 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from salvo import cli, engine, protocol
-from salvo.conformance import CASES, Options, SuiteBroken, lobby, run_suite, suite, summary
-from salvo.conformance.session import Session
-from salvo.conformance.verdict import CODES, CaseFailed, NoReply, SuiteBug
-from salvo.errors import Code, Malformed
-from salvo.mqtt import Broker
-from salvo.referee import Referee
-from salvo.rules import FLEET, SHIP_IDS
-from salvo.topics import is_valid_name
+from salvo import cli
+from salvo.arena import arena
+from salvo.game import engine, events
+from salvo.net.mqtt import Broker
+from salvo.referee.service import Referee
+from salvo.spec import payloads
+from salvo.spec.errors import Code, Malformed
+from salvo.spec.rules import FLEET, SHIP_IDS
+from salvo.spec.topics import is_valid_name
+from salvo.tools.conformance import CASES, Options, SuiteBroken, lobby, run_suite, suite, summary
+from salvo.tools.conformance.session import Session
+from salvo.tools.conformance.verdict import CODES, CaseFailed, NoReply, SuiteBug
 
 from mosquitto import Mosquitto
 
@@ -84,7 +87,7 @@ def test_the_cli_referee_passes_on_an_open_broker(tmp_path: Path) -> None:
     (it publishes its lease, which the shipped ACL hides from the suite's
     clients). The suite failed it: '/game/lease' still retained after the
     reset."""
-    from salvo.localbroker import private_mosquitto
+    from salvo.tools.localbroker import private_mosquitto
 
     with private_mosquitto() as open_broker:
         url = f"mqtt://127.0.0.1:{open_broker.port}"
@@ -242,13 +245,13 @@ def test_a_referee_that_does_not_answer_fails_and_is_no_internal_error(monkeypat
 def sinks_per_shot(monkeypatch: pytest.MonkeyPatch) -> None:
     original = engine.Game._fire
 
-    def fire(self: engine.Game, ev: engine.Fire) -> engine.Accepted:
+    def fire(self: engine.Game, ev: events.Fire) -> events.Accepted:
         result = original(self, ev)
         target = self.players[ev.target]
         for ship in SHIP_IDS:
             if ship not in target.sunk and len(target.damage[ship]) == FLEET[ship]:
                 # told at once, after every shot that completes it: a leak
-                result.effects.append(engine.Publish(self.topics.sunk(ev.target, ship), engine.TRUE, True))
+                result.effects.append(payloads.Publish(self.topics.sunk(ev.target, ship), payloads.TRUE, True))
         return result
 
     monkeypatch.setattr(engine.Game, "_fire", fire)
@@ -258,8 +261,8 @@ def redelivery_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     # Shots keep no nonce: an accepted message delivered again is a new shot.
     original = engine.Game.handle
 
-    def handle(self: engine.Game, event: engine.Event) -> engine.Result:
-        if type(event) is engine.Fire:
+    def handle(self: engine.Game, event: events.Event) -> events.Result:
+        if type(event) is events.Fire:
             event = event._replace(nonce=None)
         return original(self, event)
 
@@ -278,44 +281,44 @@ def game_id_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
 def wrong_shot_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
     # one shot too many for a player who lost a ship (but not all of them)
     monkeypatch.setattr(
-        engine.PlayerState, "afloat", property(lambda p: len(FLEET) - len(p.sunk) + (0 < len(p.sunk) < len(FLEET)))
+        events.PlayerState, "afloat", property(lambda p: len(FLEET) - len(p.sunk) + (0 < len(p.sunk) < len(FLEET)))
     )
 
 
 def sealed_join_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = protocol.Arena._open_join
+    original = arena.Arena._open_join
 
-    def open_join(self: protocol.Arena, payload: bytes) -> tuple[object, bool]:
+    def open_join(self: arena.Arena, payload: bytes) -> tuple[object, bool]:
         if payload.lstrip()[:1] != b"{":
             raise Malformed("sealed requests are not supported")
         return original(self, payload)
 
-    monkeypatch.setattr(protocol.Arena, "_open_join", open_join)
+    monkeypatch.setattr(arena.Arena, "_open_join", open_join)
 
 
 def join_refusals_on_the_players_topic(monkeypatch: pytest.MonkeyPatch) -> None:
     # The v1 routing: a refused join told on /players/<name>/error.
-    def reroute(arena: protocol.Arena, effects: list[protocol.Effect], name: object) -> list[protocol.Effect]:
+    def reroute(room: arena.Arena, effects: list[arena.Effect], name: object) -> list[arena.Effect]:
         if not isinstance(name, str) or not is_valid_name(name):
             return effects
-        t = arena.topics
+        t = room.topics
         return [
-            e._replace(topic=t.player_error(name)) if isinstance(e, engine.Publish) and e.topic == t.errors else e
+            e._replace(topic=t.player_error(name)) if isinstance(e, payloads.Publish) and e.topic == t.errors else e
             for e in effects
         ]
 
-    join, apply_join = protocol.Arena._join, protocol.Arena._apply_join
+    join, apply_join = arena.Arena._join, arena.Arena._apply_join
 
-    def joined(self: protocol.Arena, topic: str, route: Any, payload: bytes, now: float) -> list[protocol.Effect]:
+    def joined(self: arena.Arena, topic: str, route: Any, payload: bytes, now: float) -> list[arena.Effect]:
         effects = join(self, topic, route, payload, now)  # a bad payload raises here, as it would
         value = json.loads(payload) if payload.lstrip()[:1] == b"{" else None
         return reroute(self, effects, value.get("name") if isinstance(value, dict) else None)
 
-    def applied(self: protocol.Arena, event: engine.Join, request_ids: list[str]) -> list[protocol.Effect]:
+    def applied(self: arena.Arena, event: events.Join, request_ids: list[str]) -> list[arena.Effect]:
         return reroute(self, apply_join(self, event, request_ids), event.name)
 
-    monkeypatch.setattr(protocol.Arena, "_join", joined)
-    monkeypatch.setattr(protocol.Arena, "_apply_join", applied)
+    monkeypatch.setattr(arena.Arena, "_join", joined)
+    monkeypatch.setattr(arena.Arena, "_apply_join", applied)
 
 
 Fault = Callable[[pytest.MonkeyPatch], None]

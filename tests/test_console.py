@@ -25,10 +25,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from console_fake import FakeDirector
-from salvo import tls
-from salvo.console import Console, ConsoleError, create_app
-from salvo.console.app import COOKIE
-from salvo.teams import add_team
+from salvo.organiser import tls
+from salvo.organiser.console import Console, ConsoleError, create_app
+from salvo.organiser.console.app import COOKIE
+from salvo.organiser.teams import add_team
 
 from conftest import BrokerFactory
 from mqttkit import wait_until
@@ -296,7 +296,7 @@ def test_the_page_is_live_the_status_is_pushed_when_it_changes(console: Console,
 
 
 def test_streams_opened_all_at_once_stay_within_the_limit(console: Console) -> None:
-    from salvo.console.app import MAX_STREAMS
+    from salvo.organiser.console.app import MAX_STREAMS
 
     user = Browserless(console)
     user.login()
@@ -411,7 +411,7 @@ def test_a_reissued_certificate_is_served_to_new_connections(tmp_path: Path, fak
 def test_a_key_replaced_before_its_certificate_is_not_loaded_alone(tmp_path: Path) -> None:
     """`salvo tls` writes the key, then the certificate: a look between the
     two finds a pair that does not match and keeps serving the old one."""
-    from salvo.webserver import CertificateWatch
+    from salvo.web.webserver import CertificateWatch
 
     live, other = tls.issue(tmp_path / "live"), tls.issue(tmp_path / "other")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -604,7 +604,7 @@ def _the_room_is_on_the_same_server(port: int, lines: list[str]) -> None:
 
 
 def test_a_body_past_the_limit_is_refused_unread(client: TestClient) -> None:
-    from salvo.console.app import MAX_BODY
+    from salvo.organiser.console.app import MAX_BODY
 
     huge = b"password=" + b"x" * (MAX_BODY + 1)
     r = client.post("/login", content=huge, headers={"Content-Type": "application/x-www-form-urlencoded"})

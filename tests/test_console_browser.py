@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from chromium import SHOTS, chromium
 from console_fake import FakeDirector
-from salvo.console import Console
+from salvo.organiser.console import Console
+
+from chromium import SHOTS, chromium
 
 PASSWORD = "correct horse battery"
 

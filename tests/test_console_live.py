@@ -13,13 +13,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from salvo.bots import make_strategy
-from salvo.mqtt import Broker
-from salvo.strategy import Strategy
-from salvo.teams import add_team
-from salvo.tournament import follow
-from salvo.view import Shot, View
-from salvo.watch import Recorder, wait_until
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Recorder, wait_until
+from salvo.organiser.teams import add_team
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
+from salvo.sdk.strategy import Strategy
+from salvo.sdk.view import Shot, View
 from test_console_browser import PASSWORD, _click, _log_in, _text, _until, browser
 
 from conftest import BrokerFactory

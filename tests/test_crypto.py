@@ -13,10 +13,11 @@ from argon2.low_level import Type, hash_secret_raw
 from nacl.public import PrivateKey
 from nacl.secret import SecretBox
 
-from salvo import codec, crypto, wire
-from salvo.engine import Config, Game
-from salvo.errors import Illegal, Malformed
-from salvo.topics import Topics
+from salvo.game.engine import Game
+from salvo.game.events import Config
+from salvo.spec import codec, crypto, wire
+from salvo.spec.errors import Illegal, Malformed
+from salvo.spec.topics import Topics
 
 NAME, SECRET = "alice", "correct horse battery staple"
 # Vectors shared with docs/protocol.md (tests/test_docs.py keeps the two in step).

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from salvo import codec, crypto, wire
-from salvo.errors import Code
-from salvo.rules import Orientation, Placement
-from salvo.topics import Topics, matches
+from salvo.spec import codec, crypto, wire
+from salvo.spec.errors import Code
+from salvo.spec.rules import Orientation, Placement
+from salvo.spec.topics import Topics, matches
 from test_crypto import (
     BOUND_FIRE_DATA,
     BOUND_FIRE_TEXT,

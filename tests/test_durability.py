@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from nacl.public import PrivateKey
 
-from salvo import crypto, payloads
-from salvo.engine import Abandon, Config, Event, Extend, Phase, Place, Tick
-from salvo.ownership import FREE_PLAY, TOURNAMENT, Lease, Progress, Sighting, lag, verdict
-from salvo.protocol import Record
-from salvo.referee import make_arenas
-from salvo.rules import Orientation, Placement
-from salvo.store import Store, StoreDamaged, StoreFailure, backup, set_aside
+from salvo.arena.arena import Record
+from salvo.arena.journal import Store, StoreDamaged, StoreFailure, backup, set_aside
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Abandon, Config, Event, Extend, Phase, Place, Tick
+from salvo.referee.ownership import FREE_PLAY, TOURNAMENT, Lease, Progress, Sighting, lag, verdict
+from salvo.spec import crypto, payloads
+from salvo.spec.rules import Orientation, Placement
 
 from kit import COLUMNS, ROWS, ArenaDriver, Driver
 
@@ -129,7 +129,7 @@ def test_a_damaged_state_file_is_refused_and_can_only_be_set_aside(tmp_path: Pat
 def test_a_lost_wal_loses_no_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The spool is emptied only after a checkpoint put its events into the
     file itself: the file and the spool together always hold every event."""
-    monkeypatch.setattr("salvo.store.SPOOL_RESET_BYTES", 1)
+    monkeypatch.setattr("salvo.arena.journal.SPOOL_RESET_BYTES", 1)
     path = tmp_path / "state.db"
     store = Store(path)
     store.add_arena("a", "1/a", CONFIG, bytes(32))

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from salvo.engine import BURN_CAP, Accepted, Burn, CloseLobby, Config, Game, Join, Phase, Place, Publish, Tick
-from salvo.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
-from salvo.topics import Topics
+from salvo.game.engine import BURN_CAP, Game
+from salvo.game.events import Accepted, Burn, CloseLobby, Config, Join, Phase, Place, Tick
+from salvo.spec.payloads import Publish
+from salvo.spec.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
+from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver, H, V, all_cells, phase_of, ship_cells, spent, topics_of
 

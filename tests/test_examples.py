@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from salvo import tls
+from salvo.organiser import tls
 
 from conftest import TeamFactory
 from mosquitto import Mosquitto

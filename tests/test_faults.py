@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from salvo.chaos import SCENARIOS, Options, OwnBroker, run_chaos
+from salvo.tools.chaos import SCENARIOS, Options, OwnBroker, run_chaos
 
 pytestmark = pytest.mark.broker
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from salvo.ownership import Lease
+from salvo.referee.ownership import Lease
 
 from conftest import BrokerFactory
 from mqttkit import Recorder

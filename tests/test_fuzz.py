@@ -22,13 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nacl.public import PrivateKey
 
-from salvo import crypto
-from salvo.engine import Burn, Config, Game, Join, Phase, Place, Publish
-from salvo.errors import Code
-from salvo.payloads import placement as encode_placement
-from salvo.protocol import ROUTINE, Arena, DeriveKey, Log, Record
-from salvo.rules import SHIP_IDS
-from salvo.topics import Topics
+from salvo.arena.arena import ROUTINE, Arena, DeriveKey, Log, Record
+from salvo.game.engine import Game
+from salvo.game.events import Burn, Config, Join, Phase, Place
+from salvo.spec import crypto
+from salvo.spec.errors import Code
+from salvo.spec.payloads import Publish
+from salvo.spec.payloads import placement as encode_placement
+from salvo.spec.rules import SHIP_IDS
+from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS, phase_of, spent, without_spent
 

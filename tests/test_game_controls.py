@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from salvo import crypto, payloads, wire
-from salvo.engine import Abandon, Config, Extend, Phase
-from salvo.events import Pause, Resume
-from salvo.mqtt import Broker
-from salvo.protocol import Record
-from salvo.referee import Referee, make_arenas
-from salvo.store import Store
+from salvo.arena.arena import Record
+from salvo.arena.journal import Store
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Abandon, Config, Extend, Pause, Phase, Resume
+from salvo.net.mqtt import Broker
+from salvo.referee.service import Referee
+from salvo.spec import crypto, payloads, wire
 
 from kit import COLUMNS, ROWS, ArenaDriver, Driver
 from mosquitto import Mosquitto

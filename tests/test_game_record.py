@@ -16,17 +16,18 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from salvo import crypto, wire
-from salvo.bots import make_strategy
+from salvo.arena.journal import Store
+from salvo.arena.resume import make_arenas
 from salvo.cli import main
-from salvo.client import SalvoClient
-from salvo.engine import Config, Event, Phase, Result
-from salvo.gamerecord import RECORD_CAP
-from salvo.mqtt import Broker
-from salvo.referee import Referee, make_arenas
-from salvo.rules import FLEET, SHIP_IDS, Orientation, Placement
-from salvo.store import Store
-from salvo.topics import Topics
+from salvo.game.events import Config, Event, Phase, Result
+from salvo.game.salvo_end import RECORD_CAP
+from salvo.net.mqtt import Broker
+from salvo.referee.service import Referee
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.client import SalvoClient
+from salvo.spec import crypto, wire
+from salvo.spec.rules import FLEET, SHIP_IDS, Orientation, Placement
+from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver, ship_cells
 from mosquitto import Mosquitto

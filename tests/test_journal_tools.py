@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 from nacl.public import PrivateKey
 
+from salvo.arena.journal import Store
+from salvo.arena.resume import make_arenas
 from salvo.cli import ExitCode, main
-from salvo.engine import Abandon, CloseLobby, Phase
-from salvo.journaltools import GameSummary, JournalError, find_game, games, heard_so_far, summarize
-from salvo.referee import make_arenas
-from salvo.store import Store
+from salvo.game.events import Abandon, CloseLobby, Phase
+from salvo.organiser.journaltools import GameSummary, JournalError, find_game, games, heard_so_far, summarize
 from test_store import CONFIG, RecordingDriver, recording
 
 from kit import COLUMNS, ROWS, all_cells

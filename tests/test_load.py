@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from salvo.mqtt import Broker
-from salvo.stress import run_arenas, run_flood
+from salvo.net.mqtt import Broker
+from salvo.tools.stress import run_arenas, run_flood
 
 from mosquitto import Mosquitto
 

@@ -1,4 +1,4 @@
-"""The generic event loop (salvo.loop), without a broker: readers and
+"""The generic event loop (salvo.net.loop), without a broker: readers and
 writers by descriptor (numbers past 1024 too), timers, hand-overs from other
 threads, idle callbacks, errors, stop, and a busy pass that cannot starve a
 stop or a descriptor."""
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from salvo.loop import Loop
+from salvo.net.loop import Loop
 
 
 class FakeTime:

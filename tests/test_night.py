@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from salvo.mqtt import Broker
-from salvo.teams import add_team, write_acl_from_passwd
-from salvo.watch import Recorder, wait_until
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Recorder, wait_until
+from salvo.organiser.teams import add_team, write_acl_from_passwd
 
 from conftest import BrokerFactory
 from mosquitto import Mosquitto
@@ -178,8 +178,8 @@ def test_free_play_clears_a_finished_tournaments_display(night_broker: Mosquitto
 def test_the_tournament_keeps_serving_after_the_night(night_broker: Mosquitto, tmp_path: Path) -> None:
     """Under compose the director does not exit at the end (its console and
     projector keep the champion and the exports), and stays healthy."""
-    from salvo.bots import make_strategy
-    from salvo.tournament import follow
+    from salvo.sdk.bots import make_strategy
+    from salvo.sdk.follow import follow
 
     data = tmp_path / "data"
     env = _env(night_broker, data, SALVO_MODE="tournament", SALVO_TURN_TIMEOUT="5")

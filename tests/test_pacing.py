@@ -10,14 +10,15 @@ import json
 import threading
 from typing import Any
 
-from salvo.bots import make_strategy
-from salvo.client import SalvoClient
-from salvo.engine import Config, Game, Phase, Tick
-from salvo.errors import Code
-from salvo.journalformat import config_from_json, config_to_json
-from salvo.mqtt import Broker
-from salvo.topics import Topics
-from salvo.watch import Recorder
+from salvo.arena.journalformat import config_from_json, config_to_json
+from salvo.game.engine import Game
+from salvo.game.events import Config, Phase, Tick
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Recorder
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.client import SalvoClient
+from salvo.spec.errors import Code
+from salvo.spec.topics import Topics
 from test_game_record import Logged
 
 from conftest import RefereeFactory

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 import test_spectate
-from chromium import SHOTS
-from salvo.spectate import Hub, SpectatorServer
+from salvo.web.spectate import Hub, SpectatorServer
 from test_replay_viewer import DOCS_SHOTS, full_hd, make_record
 
+from chromium import SHOTS
 from mqttkit import Recorder
 
 broker, serve, tidy, browser = test_spectate.broker, test_spectate.serve, test_spectate.tidy, test_spectate.browser

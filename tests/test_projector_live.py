@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import test_spectate
-from salvo.bots import make_strategy
-from salvo.mqtt import Broker
-from salvo.spectate import SpectatorServer
-from salvo.teams import add_team
-from salvo.tournament import follow
+from salvo.net.mqtt import Broker
+from salvo.organiser.teams import add_team
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
+from salvo.web.spectate import SpectatorServer
 from test_projector import projector
 
 from conftest import BrokerFactory

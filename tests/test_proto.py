@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from salvo import crypto, wire
-from salvo.bots import make_strategy
-from salvo.client import SalvoClient
-from salvo.conformance.harness import team_key
-from salvo.errors import Code
-from salvo.topics import Topics, matches
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.client import SalvoClient
+from salvo.spec import crypto, wire
+from salvo.spec.errors import Code
+from salvo.spec.topics import Topics, matches
+from salvo.tools.conformance.harness import team_key
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder

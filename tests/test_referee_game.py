@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from salvo.rules import FLEET, SHIP_IDS, Orientation, Placement
+from salvo.spec.rules import FLEET, SHIP_IDS, Orientation, Placement
 
 from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS, all_cells

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from salvo import crypto
-from salvo.engine import Game
-from salvo.referee import Referee
+from salvo.game.engine import Game
+from salvo.referee.service import Referee
+from salvo.spec import crypto
 
 from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from salvo import crypto
-from salvo.engine import Burn, Publish
+from salvo.game.events import Burn
+from salvo.spec import crypto
+from salvo.spec.payloads import Publish
 
 from kit import COLUMNS, ROWS, ArenaDriver, all_cells, without_spent
 

@@ -23,11 +23,11 @@ import pytest
 from click.testing import CliRunner
 
 import test_spectate
-from chromium import SHOTS
 from salvo.cli import ExitCode, main
-from salvo.rules import FLEET, SHIP_IDS, Placement
-from salvo.spectate import SpectatorServer, read_records
+from salvo.spec.rules import FLEET, SHIP_IDS, Placement
+from salvo.web.spectate import SpectatorServer, read_records
 
+from chromium import SHOTS
 from kit import COLUMNS, ROWS, all_cells
 from mosquitto import ROOT
 from mqttkit import Recorder, wait_until

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from salvo import crypto
-from salvo.engine import Config, Publish
-from salvo.mqtt import Broker
-from salvo.pacing import LAG_RESEND_S
-from salvo.referee import LAG_EXTENSION_MAX_S, LAG_GRACE_S, REPORTS_PER_S, ArenaRunner, LagClock, make_arenas
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Config
+from salvo.net.mqtt import Broker
+from salvo.referee.flood import LAG_EXTENSION_MAX_S, LAG_GRACE_S, LAG_RESEND_S, REPORTS_PER_S, LagClock
+from salvo.referee.runner import ArenaRunner
+from salvo.spec import crypto
+from salvo.spec.payloads import Publish
 
 
 class FakeClient:

@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
-from salvo import crypto
-from salvo.bots import make_strategy
-from salvo.client import GameRecord, SalvoClient
-from salvo.engine import Config
-from salvo.mqtt import Broker
-from salvo.referee import Referee, make_arenas
-from salvo.stress import RefereeProcess
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Config
+from salvo.net.mqtt import Broker
+from salvo.referee.service import Referee
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.client import SalvoClient
+from salvo.sdk.outcomes import GameRecord
+from salvo.spec import crypto
+from salvo.tools.stress import RefereeProcess
 
 from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS, all_cells

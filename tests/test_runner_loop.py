@@ -19,15 +19,19 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import MQTTErrorCode
 
-from salvo import crypto, presence, runner
-from salvo.connection import Link, acknowledged
-from salvo.engine import Config, Event
-from salvo.loop import Loop
-from salvo.mqtt import Broker, connect_async, new_client
-from salvo.protocol import Log
-from salvo.referee import RETRY_MAX_S, RETRY_MIN_S, Referee, Stop, emit, make_arenas
-from salvo.store import StoreFailure
-from salvo.topics import Topics
+from salvo.arena.arena import Log
+from salvo.arena.journal import StoreFailure
+from salvo.arena.resume import make_arenas
+from salvo.game.events import Config, Event
+from salvo.net.link import RETRY_MAX_S, RETRY_MIN_S, Link, acknowledged
+from salvo.net.loop import Loop
+from salvo.net.mqtt import Broker, connect_async, new_client
+from salvo.referee import presence, runner
+from salvo.referee.batch import Stop
+from salvo.referee.flood import emit
+from salvo.referee.service import Referee
+from salvo.spec import crypto
+from salvo.spec.topics import Topics
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until

@@ -6,9 +6,9 @@ did not happen, and SIGTERM leaves every one of them 'down'. How fast is
 
 from __future__ import annotations
 
-from salvo.mqtt import Broker
-from salvo.stress import RefereeProcess
-from salvo.watch import Recorder, wait_until
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Recorder, wait_until
+from salvo.tools.stress import RefereeProcess
 
 from conftest import BrokerFactory
 

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from chromium import SHOTS, chromium
 from salvo.cli import ExitCode, main
-from salvo.localbroker import free_port, wait_listening
-from salvo.mqtt import Broker, new_client
-from salvo.spectate import Hub, SpectatorServer, subscriptions
+from salvo.net.mqtt import Broker, new_client
+from salvo.tools.localbroker import free_port, wait_listening
+from salvo.web.spectate import Hub, SpectatorServer, subscriptions
 
+from chromium import SHOTS, chromium
 from kit import COLUMNS, ROWS, all_cells
 from mosquitto import Mosquitto
 from mqttkit import Msg, Recorder, Team, wait_until
@@ -351,7 +351,7 @@ def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
-    from salvo.spectate import Projector
+    from salvo.web.spectate import Projector
 
     def record(game: str, winner: str) -> bytes:
         doc = {"game": game, "players": ["alice", "bob"], "fleets": {}, "salvos": [], "winner": winner}
@@ -374,9 +374,9 @@ def test_the_nights_games_are_listed_for_the_replay_viewer() -> None:
 
 
 def test_a_stalled_browser_is_dropped_without_holding_up_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    import salvo.webserver
+    import salvo.web.webserver
 
-    monkeypatch.setattr(salvo.webserver, "UNACKED_LIMIT_MS", 2000)  # the kernel cuts it after 2 s, not 30
+    monkeypatch.setattr(salvo.web.webserver, "UNACKED_LIMIT_MS", 2000)  # the kernel cuts it after 2 s, not 30
     hub = Hub(queue_size=64)
     server = SpectatorServer(("127.0.0.1", 0), None, hub=hub)
     server.start()
@@ -414,7 +414,7 @@ def test_one_address_cannot_take_every_stream() -> None:
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
-    from salvo.spectate import MAX_PER_ADDRESS, Projector
+    from salvo.web.spectate import MAX_PER_ADDRESS, Projector
 
     projector = Projector(None, Hub(clock=lambda: 1800.0))
     projector.streams["10.0.0.7"] = MAX_PER_ADDRESS  # one laptop holds its share
@@ -436,10 +436,10 @@ def test_one_address_cannot_take_every_stream() -> None:
 
 
 def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypatch: pytest.MonkeyPatch) -> None:
-    import salvo.webserver
+    import salvo.web.webserver
 
-    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 0.5)
-    monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 3)
+    monkeypatch.setattr(salvo.web.webserver, "REQUEST_S", 0.5)
+    monkeypatch.setattr(salvo.web.webserver, "PER_ADDRESS", 3)
     server = SpectatorServer(("127.0.0.1", 0), None).start()
     opened: list[socket.socket] = []
 
@@ -451,8 +451,8 @@ def test_idle_connections_are_closed_and_one_address_holds_only_so_many(monkeypa
         # A connection that never sends a request is closed (not held for good).
         assert connect().recv(1) == b""  # recv waits: the server closes it after REQUEST_S
         # One venue address may hold 3 connections; a 4th is closed at once.
-        monkeypatch.setattr(salvo.webserver, "loopback", lambda address: False)
-        monkeypatch.setattr(salvo.webserver, "REQUEST_S", 30.0)
+        monkeypatch.setattr(salvo.web.webserver, "loopback", lambda address: False)
+        monkeypatch.setattr(salvo.web.webserver, "REQUEST_S", 30.0)
         three = [connect() for _ in range(3)]
         assert connect().recv(1) == b""
         three[0].sendall(b"GET /spectate.css HTTP/1.1\r\nHost: x\r\n\r\n")  # the three still work

@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from salvo import bootstrap, crypto
+from salvo.arena.arena import DeriveKey, Record
+from salvo.arena.journal import Store
+from salvo.arena.resume import Heartbeat
 from salvo.cli.common import ExitCode
-from salvo.engine import Config
 from salvo.failures import LocalFailure
-from salvo.mqtt import Broker
-from salvo.ownership import FREE_PLAY
-from salvo.protocol import DeriveKey, Record
-from salvo.referee import Referee
-from salvo.resume import Heartbeat
-from salvo.store import Store
-from salvo.stress import RefereeProcess
-from salvo.topics import Topics
+from salvo.game.events import Config
+from salvo.net.mqtt import Broker
+from salvo.referee import bootstrap
+from salvo.referee.ownership import FREE_PLAY
+from salvo.referee.service import Referee
+from salvo.spec import crypto
+from salvo.spec.topics import Topics
+from salvo.tools.stress import RefereeProcess
 
 from kit import COLUMNS, ROWS
 from mosquitto import Mosquitto

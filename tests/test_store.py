@@ -16,11 +16,14 @@ import pytest
 from click.testing import CliRunner
 from nacl.public import PrivateKey
 
-from salvo import journalformat
+from salvo.arena import journalformat
+from salvo.arena.arena import Arena, Effect, Record
+from salvo.arena.journal import StateInUse, Store
+from salvo.arena.journalformat import config_from_json, config_to_json, event_from_json, event_text, event_to_json
+from salvo.arena.resume import make_arenas
 from salvo.cli import ExitCode, main
-from salvo.codec import dumps
-from salvo.engine import (
-    KEYED_DRAW,
+from salvo.game.engine import KEYED_DRAW, Game, draw_for
+from salvo.game.events import (
     Abandon,
     Accepted,
     Burn,
@@ -30,29 +33,18 @@ from salvo.engine import (
     Event,
     Extend,
     Fire,
-    Game,
     Join,
     Phase,
     Place,
-    Publish,
     Result,
     Tick,
-    draw_for,
 )
-from salvo.mqtt import Broker
-from salvo.protocol import Arena, Effect, Record
-from salvo.referee import ArenaRunner, make_arenas
-from salvo.rules import Orientation, Placement
-from salvo.store import (
-    StateInUse,
-    Store,
-    config_from_json,
-    config_to_json,
-    event_from_json,
-    event_text,
-    event_to_json,
-)
-from salvo.topics import Topics
+from salvo.net.mqtt import Broker
+from salvo.referee.runner import ArenaRunner
+from salvo.spec.codec import dumps
+from salvo.spec.payloads import Publish
+from salvo.spec.rules import Orientation, Placement
+from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -357,8 +349,8 @@ def test_the_journal_format_is_still_importable_from_the_store() -> None:
 KILLED_WRITER = """
 import os, sys
 from pathlib import Path
-from salvo.engine import Fire, Tick
-from salvo.store import Store
+from salvo.game.events import Fire, Tick
+from salvo.arena.journal import Store
 store = Store(Path(sys.argv[1]))
 store.record_many([("a", 1, Tick(1.0))])
 store.settle()
@@ -394,7 +386,7 @@ def test_a_cut_off_or_damaged_spool_line_ends_what_is_taken_in(
     spool = Path(f"{path}-spool")
     good = spool.read_bytes()
     spool.write_bytes(good + b'4\t"a"\t2\t-\t{"type":"ti')  # a power cut mid-line
-    with caplog.at_level(logging.WARNING, "salvo.store"):
+    with caplog.at_level(logging.WARNING, "salvo.arena.journal"):
         store = Store(path)
     assert store.current_game("a") == (2, [Tick(3.0)])
     assert "1 damaged spool line" in caplog.text
@@ -438,7 +430,7 @@ def test_a_second_referee_on_the_same_state_file_is_refused_and_an_audit_is_not(
 def test_the_spool_is_emptied_once_it_is_large_and_all_in_sqlite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("salvo.store.SPOOL_RESET_BYTES", 200)
+    monkeypatch.setattr("salvo.arena.journal.SPOOL_RESET_BYTES", 200)
     path = tmp_path / "state.db"
     spool = Path(f"{path}-spool")
     store = Store(path)
@@ -497,7 +489,7 @@ def test_a_batch_is_spooled_before_its_results_go_out_and_committed_when_the_are
     assert in_sqlite() == 0
     runner.loop.run_once(0)  # nothing to read: now the commit
     assert in_sqlite() == 2
-    monkeypatch.setattr("salvo.dispatch.SETTLE_MAX", 3)
+    monkeypatch.setattr("salvo.referee.batch.SETTLE_MAX", 3)
     batch(7.0, 8.0, 9.0)  # a busy arena commits every SETTLE_MAX events
     assert in_sqlite() == 5 and seen[-1] == ("ack", 5, 2)
     assert store.events("p", 1)[-5:] == [Tick(5.0), Tick(6.0), Tick(7.0), Tick(8.0), Tick(9.0)]

@@ -6,11 +6,11 @@ import statistics
 
 import pytest
 
-from salvo.bots import STRATEGIES, make_strategy
-from salvo.bots.sim import play_game, solo_benchmark
-from salvo.rules import cell, fleet_is_legal
-from salvo.topics import Topics
-from salvo.view import MySalvo, Observer, ShipSunk, View
+from salvo.sdk.bots import STRATEGIES, make_strategy
+from salvo.sdk.view import MySalvo, Observer, ShipSunk, View
+from salvo.spec.rules import cell, fleet_is_legal
+from salvo.spec.topics import Topics
+from salvo.tools.sim import play_game, solo_benchmark
 
 NAMES = list(STRATEGIES)
 

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from paho.mqtt.enums import CallbackAPIVersion
 
 from salvo.cli import main
-from salvo.errors import Rejection
-from salvo.teams import Registry, add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
-from salvo.tls import certificate_fingerprint
+from salvo.organiser.teams import add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
+from salvo.organiser.tls import certificate_fingerprint
+from salvo.referee.admission import Registry
+from salvo.spec.errors import Rejection
 
 from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from mosquitto import Mosquitto

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from salvo.bots import make_strategy
-from salvo.client import GameRecord
-from salvo.errors import Code, Illegal
-from salvo.mqtt import Broker
-from salvo.teams import add_team
-from salvo.tournament import GameResult, follow, round_robin, standings
-from salvo.watch import Recorder
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Recorder
+from salvo.organiser.teams import add_team
+from salvo.organiser.tournament import GameResult, round_robin, standings
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
+from salvo.sdk.outcomes import GameRecord
+from salvo.spec.errors import Code, Illegal
 from test_tournament_restart import director_cmd
 
 from conftest import BrokerFactory
@@ -112,9 +113,10 @@ def test_a_tournament_roster_survives_the_registry(tmp_path: Path) -> None:
     rule (the tournament's roster, which consults the registry itself)."""
     from nacl.public import PrivateKey
 
-    from salvo.engine import Config
-    from salvo.referee import Referee, make_arenas
-    from salvo.teams import Registry
+    from salvo.arena.resume import make_arenas
+    from salvo.game.events import Config
+    from salvo.referee.admission import Registry
+    from salvo.referee.service import Referee
 
     registry_path = tmp_path / "teams.json"
     card = add_team(registry_path, tmp_path / "passwd", "ada")

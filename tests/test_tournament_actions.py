@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from salvo.mqtt import Broker
-from salvo.topics import Topics
-from salvo.tournament import actions, spool
-from salvo.tournament.controls import ControlError
-from salvo.tournament.director import Director
-from salvo.tournament.scoring import GameResult
-from salvo.tournament.state import Live, State
+from salvo.net.mqtt import Broker
+from salvo.organiser.tournament import actions, spool
+from salvo.organiser.tournament.controls import ControlError
+from salvo.organiser.tournament.director import Director
+from salvo.organiser.tournament.scoring import GameResult
+from salvo.organiser.tournament.state import Live, State
+from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS
 from mosquitto import Mosquitto
@@ -200,9 +200,9 @@ def test_a_late_team_never_makes_a_table_bigger_than_the_table_size() -> None:
 def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
     """Paused, no next game replaces a finished game's assignments: they are
     emptied all the same, so no team reads a game that is over as its next."""
-    from salvo import payloads
-    from salvo.topics import Topics, TournamentTopics
-    from salvo.watch import Recorder
+    from salvo.net.watch import Recorder
+    from salvo.spec import payloads
+    from salvo.spec.topics import Topics, TournamentTopics
 
     a, b = f"{prefix}-a", f"{prefix}-b"  # the assignment topics are the session broker's, not the arena's
     state = State("round-robin", 1, [a, b])
@@ -247,7 +247,7 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
 
 
 def test_health_reports_a_stuck_loop(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
-    from salvo.tournament.director import LOOP_STALE_S
+    from salvo.organiser.tournament.director import LOOP_STALE_S
 
     state = State("round-robin", 1, ["a", "b"])
     d = director(broker, tmp_path, state, prefix)
@@ -273,9 +273,9 @@ def test_a_game_ended_without_a_result_while_away_is_played_again(
     pair plays again."""
     from nacl.public import PrivateKey
 
-    from salvo.engine import Abandon, Config
-    from salvo.referee import make_arenas
-    from salvo.store import Store
+    from salvo.arena.journal import Store
+    from salvo.arena.resume import make_arenas
+    from salvo.game.events import Abandon, Config
 
     from kit import Driver
 

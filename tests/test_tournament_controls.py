@@ -13,11 +13,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from salvo.bots import make_strategy
-from salvo.mqtt import Broker
-from salvo.teams import add_team
-from salvo.tournament import follow
-from salvo.watch import Recorder, wait_until
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Recorder, wait_until
+from salvo.organiser.teams import add_team
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
 from test_tournament_restart import director_cmd
 
 from conftest import BrokerFactory

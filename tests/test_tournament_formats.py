@@ -7,15 +7,9 @@ from collections import Counter
 
 import pytest
 
-from salvo.tournament.formats import (
-    met_counts,
-    round_robin_tables,
-    swiss_pairs,
-    swiss_round,
-    table_sizes,
-)
-from salvo.tournament.scoring import GameResult, standings
-from salvo.tournament.state import State
+from salvo.organiser.tournament.formats import met_counts, round_robin_tables, swiss_pairs, swiss_round, table_sizes
+from salvo.organiser.tournament.scoring import GameResult, standings
+from salvo.organiser.tournament.state import State
 
 
 def duel(a: str, b: str, winner: str | None, hits: tuple[int, int] = (0, 0)) -> GameResult:
@@ -182,7 +176,7 @@ def test_the_rounds_total_grows_with_a_late_teams_games() -> None:
     the draw plays one game a round from the last drawn round on: the night
     now has nine, and the status and the export say so (not "round 9 of 5")."""
     from salvo.cli.tournament_view import status_text
-    from salvo.tournament import reports
+    from salvo.organiser.tournament import reports
 
     state = State("round-robin", 5, ["a", "b", "c", "d", "e"])
     state.draw()

@@ -17,15 +17,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from salvo.bots import make_strategy
-from salvo.client import GameRecord
-from salvo.mqtt import Broker
-from salvo.ownership import TOURNAMENT, Lease
-from salvo.strategy import Strategy
-from salvo.teams import add_team
-from salvo.tournament import follow
-from salvo.view import Shot, View
-from salvo.watch import Msg, Recorder, wait_until
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Msg, Recorder, wait_until
+from salvo.organiser.teams import add_team
+from salvo.referee.ownership import TOURNAMENT, Lease
+from salvo.sdk.bots import make_strategy
+from salvo.sdk.follow import follow
+from salvo.sdk.outcomes import GameRecord
+from salvo.sdk.strategy import Strategy
+from salvo.sdk.view import Shot, View
 
 from conftest import BrokerFactory
 

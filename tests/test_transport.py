@@ -20,9 +20,9 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML has no inline types; types-PyYAML is no test dependency
 from cryptography import x509
 
-from salvo import tls
-from salvo.client import SalvoClient
-from salvo.mqtt import Broker, new_client
+from salvo.net.mqtt import Broker, new_client
+from salvo.organiser import tls
+from salvo.sdk.client import SalvoClient
 
 from mosquitto import ROOT, USERS, Mosquitto
 from mqttkit import Recorder, wait_until

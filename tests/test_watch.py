@@ -1,4 +1,4 @@
-"""salvo.watch.Recorder on the real broker: what each ``keep`` mode keeps,
+"""salvo.net.watch.Recorder on the real broker: what each ``keep`` mode keeps,
 positions that mean the same in every mode, and sync()."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from salvo.mqtt import Broker
-from salvo.watch import Keep, NoReply, Recorder
+from salvo.net.mqtt import Broker
+from salvo.net.watch import Keep, NoReply, Recorder
 
 from mosquitto import Mosquitto
 from mqttkit import Recorder as UserRecorder

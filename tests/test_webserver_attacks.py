@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from console_fake import FakeDirector
-from salvo import tls, weblog
-from salvo.console import Console
-from salvo.mqtt import Broker
-from salvo.spectate import SpectatorServer
+from salvo.net.mqtt import Broker
+from salvo.organiser import tls
+from salvo.organiser.console import Console
+from salvo.web import weblog
+from salvo.web.spectate import SpectatorServer
 
 from conftest import RefereeFactory
 from mosquitto import Mosquitto
@@ -125,7 +126,7 @@ def test_the_right_password_gives_its_attempt_back() -> None:
     attempts that were wrong stay counted."""
     from starlette.testclient import TestClient
 
-    from salvo.console import create_app
+    from salvo.organiser.console import create_app
 
     with TestClient(create_app(FakeDirector(), PASSWORD, secure=False, login_delay_s=0)) as client:
         for _ in range(4):
@@ -154,9 +155,9 @@ def test_a_request_must_come_whole_in_time_head_and_body(
     connection that sends half its head, are closed (before: held for
     good, the handler waiting for the body); nothing is logged for them
     (with a new log budget: the first line of any kind would show)."""
-    import salvo.webserver
+    import salvo.web.webserver
 
-    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 0.5)
+    monkeypatch.setattr(salvo.web.webserver, "REQUEST_S", 0.5)
     with caplog.at_level(logging.WARNING), Console(FakeDirector(), "127.0.0.1", 0, PASSWORD) as console:
         held = connect(console.port, timeout=5)
         _held_login(held)
@@ -171,7 +172,7 @@ def test_a_request_must_come_whole_in_time_head_and_body(
         held.close()
         kept.close()
     # the web server's own loggers (another test's client retrying its stopped broker may log meanwhile)
-    mine = ("uvicorn", "salvo.console", "salvo.spectate", "salvo.webserver", "salvo.weblog")
+    mine = ("uvicorn", "salvo.organiser.console", "salvo.web.spectate", "salvo.web.webserver", "salvo.web.weblog")
     assert not [r for r in caplog.records if r.name.startswith(mine)], caplog.text
 
 
@@ -185,13 +186,13 @@ def test_the_venue_cannot_take_the_laptops_own_connections(monkeypatch: pytest.M
     bodies never come); the organiser's own browser still gets the console
     and logs in (before: 503 to both once the venue held the server's
     limit). Scaled down: 40 connections, 8 of them the laptop's."""
-    import salvo.webserver
+    import salvo.web.webserver
 
-    monkeypatch.setattr(salvo.webserver, "MAX_CONNECTIONS", 40)
-    monkeypatch.setattr(salvo.webserver, "LOOPBACK_SLOTS", 8)
-    monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 16)
-    monkeypatch.setattr(salvo.webserver, "REQUEST_S", 60.0)
-    monkeypatch.setattr(salvo.webserver, "loopback", lambda address: address == "127.0.0.1")
+    monkeypatch.setattr(salvo.web.webserver, "MAX_CONNECTIONS", 40)
+    monkeypatch.setattr(salvo.web.webserver, "LOOPBACK_SLOTS", 8)
+    monkeypatch.setattr(salvo.web.webserver, "PER_ADDRESS", 16)
+    monkeypatch.setattr(salvo.web.webserver, "REQUEST_S", 60.0)
+    monkeypatch.setattr(salvo.web.webserver, "loopback", lambda address: address == "127.0.0.1")
     with Console(FakeDirector(), "127.0.0.1", 0, PASSWORD) as console:
         tasks = console.server.server_state.tasks
         flood: list[socket.socket] = []
@@ -230,10 +231,10 @@ def test_silent_tls_connections_count_from_the_moment_they_are_accepted(
     up the director's descriptors (before: all 300 held here; and in a
     burst, connections turned away after they reached uvicorn still counted
     against its 503 limit). Each now takes its slot when accepted."""
-    import salvo.webserver
+    import salvo.web.webserver
 
-    monkeypatch.setattr(salvo.webserver, "PER_ADDRESS", 4)
-    monkeypatch.setattr(salvo.webserver, "loopback", lambda address: address == "127.0.0.1")
+    monkeypatch.setattr(salvo.web.webserver, "PER_ADDRESS", 4)
+    monkeypatch.setattr(salvo.web.webserver, "loopback", lambda address: address == "127.0.0.1")
     issued = tls.issue(tmp_path / "tls")
     cert, key = issued.server_cert, issued.server_key
     with Console(FakeDirector(), "127.0.0.1", 0, PASSWORD, certfile=cert, keyfile=key) as console:
@@ -312,11 +313,11 @@ def test_the_budget_keeps_kinds_apart_and_never_holds_back_info(monkeypatch: pyt
         False,
         False,
     ]
-    assert record("salvo.console", logging.WARNING, "console: a wrong password from %s", "10.0.0.7")
-    assert not record("salvo.console", logging.WARNING, "console: a wrong password from %s", "10.0.0.8")
+    assert record("salvo.organiser.console", logging.WARNING, "console: a wrong password from %s", "10.0.0.7")
+    assert not record("salvo.organiser.console", logging.WARNING, "console: a wrong password from %s", "10.0.0.8")
     assert record("uvicorn.error", logging.ERROR, "Exception in ASGI application\n", exc=ValueError)
     assert record("uvicorn.error", logging.ERROR, "Exception in ASGI application\n", exc=KeyError)  # another kind
-    assert all(record("salvo.console", logging.INFO, "console: %s logged in", "127.0.0.1") for _ in range(5))
+    assert all(record("salvo.organiser.console", logging.INFO, "console: %s logged in", "127.0.0.1") for _ in range(5))
     for i in range(weblog.MAX_KINDS):  # text that differs each time (asyncio's) cannot make kinds without end
         record("asyncio", logging.ERROR, f"accept failed {i}")
     assert not record("asyncio", logging.ERROR, "accept failed again")  # past the cap: one kind, "other"
@@ -327,6 +328,7 @@ def test_the_budget_keeps_kinds_apart_and_never_holds_back_info(monkeypatch: pyt
     assert said == [  # the most held back first; of "other", the first one was logged
         "4 more like this from asyncio in 10 s, not logged one by one: other",
         "2 more like this from uvicorn.error in 10 s, not logged one by one: Invalid HTTP request received.",
-        "1 more like this from salvo.console in 10 s, not logged one by one: console: a wrong password from %s",
+        "1 more like this from salvo.organiser.console in 10 s, not logged one by one:"
+        " console: a wrong password from %s",
     ]
     assert record("uvicorn.error", logging.WARNING, "Invalid HTTP request received.")  # a new window

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from salvo.teams import add_team
-from salvo.watch import NoReply
+from salvo.net.watch import NoReply
+from salvo.organiser.teams import add_team
 
 from conftest import BrokerFactory
 from mosquitto import Mosquitto
@@ -47,7 +47,7 @@ TEAMS = ["ada", "bletchley", "colossus", "mallory"]
 # The whole of 127.0.0.0/8 is this machine: in this director, only 127.0.0.1
 # is the laptop, and 127.0.0.2, .3, ... stand in for the venue's machines.
 NARROWED = (
-    "import sys, salvo.webserver as w; w.loopback = lambda a: a == '127.0.0.1'; "
+    "import sys, salvo.web.webserver as w; w.loopback = lambda a: a == '127.0.0.1'; "
     "from salvo.cli import main; sys.argv[0] = 'salvo'; main()"
 )
 

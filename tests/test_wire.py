@@ -9,12 +9,12 @@ import re
 import pytest
 from pydantic import BaseModel
 
-from salvo import payloads, wire
-from salvo.codec import error_report
-from salvo.errors import Code, Malformed
-from salvo.payloads import Publish
-from salvo.rules import Orientation, Placement
-from salvo.topics import Outbound, Published, Topics
+from salvo.spec import payloads, wire
+from salvo.spec.codec import error_report
+from salvo.spec.errors import Code, Malformed
+from salvo.spec.payloads import Publish
+from salvo.spec.rules import Orientation, Placement
+from salvo.spec.topics import Outbound, Published, Topics
 
 from kit import COLUMNS, ROWS, Driver, all_cells
 
@@ -142,7 +142,7 @@ def test_every_engine_payload_matches_its_wire_model_exactly() -> None:
     assert seen == {pattern for pattern, _ in MODELS}
 
 
-# -- salvo.payloads: each template built and read back with its model -------------------
+# -- salvo.spec.payloads: each template built and read back with its model -------------------
 
 T = Topics("arena")
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from salvo.cli.common import LocalFileError, SalvoError
+from salvo.cli.common import CommandFailed, LocalFileError
 
-#: What ``--only`` may name (see salvo.perf.run).
+#: What ``--only`` may name (see salvo.tools.perf.run).
 PARTS = ("engine", "e2e", "join", "memory")
 
 
@@ -51,8 +51,8 @@ def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: 
     """
     if ctx.invoked_subcommand is not None:
         return
-    from salvo import perf
-    from salvo.mqtt import Broker
+    from salvo.net.mqtt import Broker
+    from salvo.tools import perf
 
     parts = None
     if only:
@@ -67,7 +67,7 @@ def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: 
     try:
         res = perf.run(target, quick, progress=lambda s: console.print(f"[dim]… {s}[/dim]"), only=parts)
     except (RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
-        raise SalvoError(f"bench failed: {exc}") from None
+        raise CommandFailed(f"bench failed: {exc}") from None
     _report(res, f"salvo bench{' --quick' if quick else ''} ({res.meta['cores']} cores)", out, check)
 
 
@@ -86,7 +86,7 @@ def bench_strategies(games: int, shots_per_turn: int, seed: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from salvo.bots.sim import solo_benchmark
+    from salvo.tools.sim import solo_benchmark
 
     table = Table(title=f"{games} fleets, {shots_per_turn} shot(s) per turn")
     for col in ("strategy", "mean shots", "median", "best", "worst", "ms / decision"):
@@ -136,9 +136,9 @@ def bench_scale(quick: bool, arenas: int | None, broker: str | None, out: Path, 
     then: seconds to exit, and every arena must read 'down'. Last, pipelined
     salvos in 8 arenas shared out to 1, 2 and 4 referee processes.
     """
-    from salvo.mqtt import Broker
-    from salvo.perf.results import Results
-    from salvo.perf.scale_bench import TARGETS, ScalePlan, run_scale
+    from salvo.net.mqtt import Broker
+    from salvo.tools.perf.results import Results
+    from salvo.tools.perf.scale_bench import TARGETS, ScalePlan, run_scale
 
     try:
         target = Broker.from_url(broker) if broker else None
@@ -156,14 +156,14 @@ def bench_scale(quick: bool, arenas: int | None, broker: str | None, out: Path, 
             res.meta["broker"] = "a three-node NATS cluster" if nats else own.url
             run_scale(own, res, plan, progress=lambda s: console.print(f"[dim]… {s}[/dim]"), broker_pids=pids)
     except (RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
-        raise SalvoError(f"bench failed: {exc}") from None
+        raise CommandFailed(f"bench failed: {exc}") from None
     _report(res, f"salvo bench scale{' --quick' if quick else ''} ({res.meta['cores']} cores)", out, check)
 
 
 @contextlib.contextmanager
 def _nats_cluster() -> Iterator[tuple[Any, list[int]]]:
     """A three-node NATS cluster for the run, and its servers' pids."""
-    from salvo.natscluster import NatsCluster
+    from salvo.tools.natscluster import NatsCluster
 
     with NatsCluster(3) as cluster:
         yield cluster.broker(), [proc.pid for proc in cluster.procs.values()]
@@ -172,7 +172,7 @@ def _nats_cluster() -> Iterator[tuple[Any, list[int]]]:
 @contextlib.contextmanager
 def _private(target: Any) -> Iterator[tuple[Any, list[int]]]:
     """The broker given (its processes unknown), or a private mosquitto."""
-    from salvo.perf import contextmanager_or
+    from salvo.tools.perf import contextmanager_or
 
     with contextmanager_or(target) as own:
         yield own, []
@@ -215,4 +215,4 @@ def _report(res: Any, title: str, out: Path, check: bool) -> None:
     Console().print(table)
     click.echo(f"wrote {out}")
     if check and (missed := [k for k, ok in verdicts.items() if not ok]):
-        raise SalvoError(f"{len(missed)} target(s) missed: {', '.join(missed)}")
+        raise CommandFailed(f"{len(missed)} target(s) missed: {', '.join(missed)}")

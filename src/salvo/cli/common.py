@@ -22,8 +22,8 @@ import click
 from salvo.failures import BrokerRefusal, Failure, LocalFailure
 
 if TYPE_CHECKING:
-    from salvo.engine import Config
-    from salvo.mqtt import Broker
+    from salvo.game.events import Config
+    from salvo.net.mqtt import Broker
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,27 +36,27 @@ class ExitCode(enum.IntEnum):
     LOCAL_FILE = 4
 
 
-class SalvoError(click.ClickException):
+class CommandFailed(click.ClickException):
     """A failure the user can act on; the class says the exit code."""
 
     exit_code = ExitCode.FAILED
 
 
-class BrokerRefused(SalvoError):
+class BrokerRefused(CommandFailed):
     exit_code = ExitCode.BROKER_REFUSED
 
 
-class LocalFileError(SalvoError):
+class LocalFileError(CommandFailed):
     exit_code = ExitCode.LOCAL_FILE
 
 
-def exit_for(failure: Failure) -> SalvoError:
+def exit_for(failure: Failure) -> CommandFailed:
     """The exit a domain failure ends the command with, by its class."""
     if isinstance(failure, BrokerRefusal):
         return BrokerRefused(str(failure))
     if isinstance(failure, LocalFailure):
         return LocalFileError(str(failure))
-    return SalvoError(str(failure))
+    return CommandFailed(str(failure))
 
 
 @contextlib.contextmanager
@@ -76,7 +76,7 @@ def connection_exits() -> Iterator[None]:
     except ConnectionRefusedError as exc:
         raise BrokerRefused(str(exc)) from None
     except ConnectionError as exc:
-        raise SalvoError(str(exc)) from None
+        raise CommandFailed(str(exc)) from None
 
 
 def setup_logging(level: str) -> None:
@@ -196,7 +196,7 @@ def check_acl(acl: Path | None, prefixes: list[str]) -> None:
     wait in silence. No ACL given: nothing to check."""
     if acl is None:
         return
-    from salvo.teams import acl_arenas
+    from salvo.organiser.teams import acl_arenas
 
     if not acl.exists():
         raise click.UsageError(f"no broker ACL at {acl} (salvo teams referee/add write it)")
@@ -215,7 +215,7 @@ def check_acl(acl: Path | None, prefixes: list[str]) -> None:
 
 
 def parse_broker(url: str, username: str | None, password: str | None) -> Broker:
-    from salvo.mqtt import Broker
+    from salvo.net.mqtt import Broker
 
     ca_file = click.get_current_context().meta.get("salvo.ca_file")
     try:
@@ -241,7 +241,7 @@ def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
     list of prefixes and ranges M-N (arenaM..arenaN): several referee
     processes (or machines) share a league's arenas by range, e.g. 1-500
     and 501-1000."""
-    from salvo.topics import name_error
+    from salvo.spec.topics import name_error
 
     names: list[str] = []
     if arenas and re.fullmatch(r"\s*[0-9]+\s*", arenas):
@@ -270,7 +270,7 @@ def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
 
 def game_config(*args: Any) -> Config:
     """The engine's settings from the timing options (inconsistent ones: usage error)."""
-    from salvo.engine import Config
+    from salvo.game.events import Config
 
     try:
         return Config(*args)

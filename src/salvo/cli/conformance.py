@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from salvo.cli.common import SalvoError, broker_option, connection_exits, parse_broker
+from salvo.cli.common import CommandFailed, broker_option, connection_exits, parse_broker
 
 
 @click.command()
@@ -46,8 +46,8 @@ def conformance(
     --placement-timeout 3 --turn-timeout 1.5 --reset-after 1 --max-players 6.
     Also runnable as: pytest --pyargs salvo.conformance --broker URL ...
     """
-    from salvo.conformance.cases import CASES, GROUPS
-    from salvo.conformance.suite import RECOMMENDED, Options, read_team_credentials, run_suite, summary
+    from salvo.tools.conformance.cases import CASES, GROUPS
+    from salvo.tools.conformance.suite import RECOMMENDED, Options, read_team_credentials, run_suite, summary
 
     if list_cases:
         for case in CASES.values():
@@ -69,4 +69,4 @@ def conformance(
         results = run_suite(options, report=lambda r: click.echo(r.line()))
     click.echo(summary(results))
     if any(r.status == "fail" for r in results):
-        raise SalvoError("the referee does not conform")
+        raise CommandFailed("the referee does not conform")

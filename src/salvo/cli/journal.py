@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from salvo.cli.common import LocalFileError, SalvoError
+from salvo.cli.common import CommandFailed, LocalFileError
 
 if TYPE_CHECKING:
-    from salvo.journaltools import GameSummary
+    from salvo.organiser.journaltools import GameSummary
 
 
 @click.group()
@@ -53,8 +53,8 @@ def journal_list(state: Path, arena: str | None, as_json: bool) -> None:
     (victory, forfeit, draw; abandoned, lobby closed; in progress, lobby) and
     its players in play order. A referee may be running on the state file.
     """
-    from salvo.journaltools import games
-    from salvo.store import Store
+    from salvo.arena.journal import Store
+    from salvo.organiser.journaltools import games
 
     with reading(state):
         store = Store(state, writer=False)
@@ -141,7 +141,7 @@ def journal_export(out: TextIO, state: Path, arena: str, game_no: int | None, wi
     record of a game that is over, one JSON object, byte for byte what the
     referee published on /game/record (for replay viewers and analysis).
     """
-    from salvo.journaltools import export_game, export_record
+    from salvo.organiser.journaltools import export_game, export_record
 
     with reading(state):
         if record:
@@ -171,7 +171,7 @@ def journal_backup(out: Path, state: Path) -> None:
     backup (commits in the WAL included) and the spool beside it (OUT-spool);
     a referee started on OUT takes that spool in.
     """
-    from salvo.store import backup
+    from salvo.arena.journal import backup
 
     try:
         events = backup(state, out)
@@ -188,7 +188,7 @@ def journal_replay(source: TextIO) -> None:
     Exits 1 if the engine rejects any journaled event (the journal does not
     match the rules).
     """
-    from salvo.journaltools import replay
+    from salvo.organiser.journaltools import replay
 
     replayed = replay(source)
     for event, reason in replayed.rejected:
@@ -197,4 +197,4 @@ def journal_replay(source: TextIO) -> None:
     for topic, payload in replayed.stats():
         click.echo(f"{topic} {payload}")
     if replayed.rejected:
-        raise SalvoError(f"{len(replayed.rejected)} journaled events no longer apply")
+        raise CommandFailed(f"{len(replayed.rejected)} journaled events no longer apply")

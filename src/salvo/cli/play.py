@@ -13,8 +13,8 @@ import click
 
 from salvo.cli.common import (
     BrokerRefused,
+    CommandFailed,
     LocalFileError,
-    SalvoError,
     broker_option,
     log_level_option,
     parse_broker,
@@ -22,8 +22,8 @@ from salvo.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from salvo.mqtt import Broker
-    from salvo.spectate import SpectatorServer
+    from salvo.net.mqtt import Broker
+    from salvo.web.spectate import SpectatorServer
 
 
 #: After SIGTERM/SIGINT, the longest the command waits for its clean
@@ -96,9 +96,10 @@ def bot(
     back-off (1 s doubling to 30 s, jittered), one log line per retry.
     SIGTERM or SIGINT leaves the broker cleanly and exits 0.
     """
-    from salvo.bots import make_strategy
-    from salvo.bots.service import play_on
-    from salvo.client import GameRecord, JoinRefused, PlacementRefused, SalvoClient
+    from salvo.sdk.bots import make_strategy
+    from salvo.sdk.bots.service import play_on
+    from salvo.sdk.client import SalvoClient
+    from salvo.sdk.outcomes import GameRecord, JoinRefused, PlacementRefused
 
     setup_logging(log_level)
     tournament = follow or mode == "tournament"
@@ -119,7 +120,7 @@ def bot(
         try:
             client.start()
             if tournament:
-                from salvo.tournament import follow as follow_tournament
+                from salvo.sdk.follow import follow as follow_tournament
 
                 n = follow_tournament(
                     target,
@@ -135,9 +136,9 @@ def bot(
                 play_on(client, make_strategy(strategy, seed), games, report)
         except ConnectionError as exc:  # the client was closed: by a signal, or something went wrong
             if not stop.requested.is_set():
-                raise SalvoError(str(exc)) from None
+                raise CommandFailed(str(exc)) from None
         except (JoinRefused, PlacementRefused) as exc:
-            raise SalvoError(f"the referee refused: {exc}") from None
+            raise CommandFailed(f"the referee refused: {exc}") from None
         finally:
             stop.close_client()
     if stop.requested.is_set():
@@ -231,7 +232,7 @@ def demo(
     timeouts and bots with mixed strategies, and shows every board live as
     the referee sees it, then the winner and the stats.
     """
-    from salvo.demo import run_demo
+    from salvo.tools.demo import run_demo
 
     if broker is not None:
         parse_broker(broker, username, password)
@@ -249,7 +250,7 @@ def demo(
             seed=seed,
         )
     except ConnectionError as exc:
-        raise SalvoError(str(exc)) from None
+        raise CommandFailed(str(exc)) from None
     for i, winner in enumerate(result.winners, 1):
         click.echo(f"game {i}: winner {winner or 'nobody'}")
 
@@ -283,7 +284,7 @@ def spectate(host: str, port: int, broker: str, username: str | None, password: 
 
 
 def _spectator_server(host: str, port: int, broker: Broker | None, **kw: Any) -> SpectatorServer:
-    from salvo.spectate import SpectatorServer
+    from salvo.web.spectate import SpectatorServer
 
     return SpectatorServer((host, port), broker, **kw)  # a busy port: ServeError, a failure the CLI reports
 
@@ -372,7 +373,7 @@ def replay(
 
 
 def _file_records(record_file: Path) -> list[bytes]:
-    from salvo.spectate import read_records
+    from salvo.web.spectate import read_records
 
     try:
         records = read_records(record_file.read_text(encoding="utf-8"))
@@ -387,7 +388,7 @@ def _journal_record(state: Path, arena: str, game_no: int | None) -> bytes:
     """The record of a game of the journal, as the referee published it."""
     import io
 
-    from salvo.journaltools import export_record
+    from salvo.organiser.journaltools import export_record
 
     out = io.StringIO()
     export_record(state, out, arena.strip("/"), game_no)  # JournalError: no such game, not over

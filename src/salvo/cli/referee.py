@@ -25,7 +25,7 @@ from salvo.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from salvo.mqtt import Broker
+    from salvo.net.mqtt import Broker
 
 
 @click.command()
@@ -158,9 +158,9 @@ def referee(
     so a referee killed at any moment and started again with the same state
     file resumes the same game.
     """
-    from salvo import bootstrap
-    from salvo.ownership import FREE_PLAY
-    from salvo.referee import Referee
+    from salvo.referee import bootstrap
+    from salvo.referee.ownership import FREE_PLAY
+    from salvo.referee.service import Referee
 
     setup_logging(log_level)
     target = parse_broker(broker, username, password)
@@ -198,8 +198,8 @@ def referee(
 
 
 def _clear_the_tournaments_topics(broker: Broker) -> None:
-    """Free play: no tournament game is on (salvo.tournament.night.clear_for_free_play)."""
-    from salvo.tournament.night import clear_for_free_play
+    """Free play: no tournament game is on (salvo.organiser.tournament.night.clear_for_free_play)."""
+    from salvo.organiser.tournament.night import clear_for_free_play
 
     log = logging.getLogger("salvo.referee")
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from salvo.cli.common import SalvoError, broker_option, parse_broker
+from salvo.cli.common import CommandFailed, broker_option, parse_broker
 
 
 @click.group()
@@ -28,7 +28,7 @@ def stress_arenas(broker: str, username: str | None, password: str | None, count
     consistent results; reports the referee's peak memory. The login must be
     allowed everything (the referee's, or any on an open broker).
     """
-    from salvo.stress import run_arenas
+    from salvo.tools.stress import run_arenas
 
     result = run_arenas(parse_broker(broker, username, password), count, players, seed)
     click.echo(
@@ -38,7 +38,7 @@ def stress_arenas(broker: str, username: str | None, password: str | None, count
     for problem in result.problems:
         click.echo(f"problem: {problem}")
     if result.problems:
-        raise SalvoError("not every game completed correctly")
+        raise CommandFailed("not every game completed correctly")
 
 
 @stress.command("flood")
@@ -52,7 +52,7 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
     The game must still complete; the referee's memory is sampled twice a
     second and its peak reported.
     """
-    from salvo.stress import run_flood
+    from salvo.tools.stress import run_flood
 
     r = run_flood(parse_broker(broker, username, password), rate, seconds, seed)
     click.echo(
@@ -64,7 +64,7 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
     for problem in r.problems:
         click.echo(f"problem: {problem}")
     if not r.game_completed:
-        raise SalvoError("the game did not complete under the flood")
+        raise CommandFailed("the game did not complete under the flood")
 
 
 @stress.command("chaos")
@@ -124,7 +124,7 @@ def stress_chaos(
     import shutil
     import tempfile
 
-    from salvo.chaos import Options, OwnBroker, run_chaos
+    from salvo.tools.chaos import Options, OwnBroker, run_chaos
 
     root = workdir or Path(tempfile.mkdtemp(prefix="salvo-chaos-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -146,4 +146,4 @@ def stress_chaos(
             shutil.rmtree(root, ignore_errors=True)
     click.echo(report.text())
     if report.violations:
-        raise SalvoError(f"{len(report.violations)} violations")
+        raise CommandFailed(f"{len(report.violations)} violations")

@@ -89,7 +89,7 @@ def teams_add(
     referee picks it up at once). The card is the only place the two secrets
     are shown: hand it to the team, with the CA file it names.
     """
-    from salvo.teams import add_team, card_ca_file, default_acl_path, is_tls_url
+    from salvo.organiser.teams import add_team, card_ca_file, default_acl_path, is_tls_url
 
     with local_files():
         ca_file = card_ca_file(broker_url, passwd, ca_file)
@@ -123,7 +123,8 @@ def teams_add(
 @_passwd_option
 def teams_list(registry: Path, passwd: Path) -> None:
     """List the registered teams (no secrets: only hashes are stored)."""
-    from salvo.teams import REFEREE_USER, Registry, TeamsError, read_passwd
+    from salvo.organiser.teams import REFEREE_USER, read_passwd
+    from salvo.referee.admission import Registry, TeamsError
 
     try:
         known = Registry(registry).teams
@@ -145,7 +146,7 @@ def teams_list(registry: Path, passwd: Path) -> None:
 @_acl_option
 def teams_remove(name: str, registry: Path, passwd: Path, acl: Path | None) -> None:
     """Remove team NAME: its broker login, its ACL section, its registry entry."""
-    from salvo.teams import default_acl_path, remove_team
+    from salvo.organiser.teams import default_acl_path, remove_team
 
     with local_files():
         remove_team(registry, passwd, name, acl=acl)
@@ -159,7 +160,7 @@ def teams_remove(name: str, registry: Path, passwd: Path, acl: Path | None) -> N
 @click.option("--password", help="Use this password (default: a fresh random one).")
 def teams_referee(passwd: Path, acl: Path | None, password: str | None) -> None:
     """Create or change the referee's broker login; prints its password."""
-    from salvo.teams import REFEREE_USER, default_acl_path, set_referee_login
+    from salvo.organiser.teams import REFEREE_USER, default_acl_path, set_referee_login
 
     with local_files():
         password = set_referee_login(passwd, password, acl=acl)
@@ -184,7 +185,7 @@ def teams_acl(passwd: Path, acl: Path | None, arenas: str | None) -> None:
     the referee's is a team. (salvo teams add/remove/referee do this
     themselves.)
     """
-    from salvo.teams import ANY_ARENA, KEEP, UNPREFIXED, write_acl_from_passwd
+    from salvo.organiser.teams import ANY_ARENA, KEEP, UNPREFIXED, write_acl_from_passwd
 
     covered: Sequence[str] | None
     if arenas is None or arenas == ANY_ARENA:

@@ -48,7 +48,7 @@ def tls(directory: Path, broker_dir: Path, hosts: tuple[str, ...], days: int) ->
     on the cards); ca.key and server.key never leave this machine. mosquitto
     re-reads the certificate on SIGHUP.
     """
-    from salvo.tls import issue
+    from salvo.organiser.tls import issue
 
     with local_files():
         issued = issue(directory, hosts, days=days, server_dir=broker_dir)

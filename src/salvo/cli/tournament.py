@@ -28,8 +28,8 @@ from salvo.cli.common import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from salvo.mqtt import Broker
-    from salvo.tournament.scoring import Row
+    from salvo.net.mqtt import Broker
+    from salvo.organiser.tournament.scoring import Row
 
 _STATE: dict[str, Any] = {
     "type": click.Path(dir_okay=False, path_type=Path),
@@ -42,16 +42,16 @@ state_option = click.option("--state", **_STATE)
 
 
 class _WithControls(click.Group):
-    """The controls' commands made from salvo.tournament.controls.ACTIONS
+    """The controls' commands made from salvo.organiser.tournament.controls.ACTIONS
     when asked for (importing the CLI imports no domain module)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from salvo.tournament.controls import ACTIONS
+        from salvo.organiser.tournament.controls import ACTIONS
 
         return sorted([*super().list_commands(ctx), *ACTIONS])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        from salvo.tournament.controls import ACTIONS
+        from salvo.organiser.tournament.controls import ACTIONS
 
         if cmd_name in ACTIONS:
             return _control_command(cmd_name)
@@ -221,11 +221,11 @@ def run(
     it again with the same files and it carries on, taking over the games in
     progress and the results of games that ended meanwhile.
     """
-    from salvo import bootstrap
-    from salvo import tournament as night
-    from salvo.ownership import TOURNAMENT
-    from salvo.referee import Referee
-    from salvo.tournament.director import Director
+    from salvo.organiser import tournament as night
+    from salvo.organiser.tournament.director import Director
+    from salvo.referee import bootstrap
+    from salvo.referee.ownership import TOURNAMENT
+    from salvo.referee.service import Referee
 
     setup_logging(log_level)
     if err := night.no_show_error(no_show_after, placement_timeout):
@@ -275,7 +275,7 @@ def run(
             if console is not None:
                 # The projector counts a game in progress from its start: the
                 # journal has every salvo, the broker retains only the last.
-                from salvo.journaltools import heard_so_far
+                from salvo.organiser.journaltools import heard_so_far
 
                 server = _start_console(director, target, *console, history=lambda: heard_so_far(store, prefixes))
 
@@ -329,8 +329,8 @@ def _start_console(
     history: Callable[[], list[tuple[str, str]]] | None = None,
 ) -> Any:
     """The organiser console, with the projector and the replays on the same server."""
-    from salvo.console import Console
-    from salvo.spectate import Projector
+    from salvo.organiser.console import Console
+    from salvo.web.spectate import Projector
 
     projector = Projector(broker, history=history)
     server = Console(
@@ -350,9 +350,9 @@ def _start_console(
 @click.option("--json", "as_json", is_flag=True, help="The whole status as JSON.")
 def status(state: Path, as_json: bool) -> None:
     """Round, games left, who is playing where, the leader, the table."""
-    from salvo.tournament import spool
-    from salvo.tournament.reports import status as offline_status
-    from salvo.tournament.state import State
+    from salvo.organiser.tournament import spool
+    from salvo.organiser.tournament.reports import status as offline_status
+    from salvo.organiser.tournament.state import State
 
     saved = State.load(state)
     if saved is None:
@@ -376,8 +376,8 @@ def status(state: Path, as_json: bool) -> None:
 def export(state: Path, fmt: str, what: str, out: Any) -> None:
     """Every game (arena, journal game, players, result, termination, turns,
     duration, times) and per-team statistics, as JSON or CSV."""
-    from salvo.tournament import reports
-    from salvo.tournament.state import State
+    from salvo.organiser.tournament import reports
+    from salvo.organiser.tournament.state import State
 
     saved = State.load(state)
     if saved is None:
@@ -389,13 +389,13 @@ def export(state: Path, fmt: str, what: str, out: Any) -> None:
 
 
 def _control_command(name: str) -> click.Command:
-    from salvo.tournament.controls import ACTIONS
+    from salvo.organiser.tournament.controls import ACTIONS
 
     action = ACTIONS[name]
 
     def callback(state: Path, wait: float, **args: Any) -> None:
-        from salvo.tournament import spool
-        from salvo.tournament.state import State
+        from salvo.organiser.tournament import spool
+        from salvo.organiser.tournament.state import State
 
         if State.load(state) is None:
             raise click.ClickException(f"no tournament in {state}")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from salvo.conformance.cases import CASES
-from salvo.conformance.suite import Result
+from salvo.tools.conformance.cases import CASES
+from salvo.tools.conformance.suite import Result
 
 
 class SuiteError(Exception):

@@ -1,0 +1,1 @@
+"""One arena without network (raw messages in, effects out) and its journal."""

@@ -1,0 +1,3 @@
+"""Generic transport: broker URLs and paho clients, the event loop, one connection on it, a recorder.
+
+Knows no game."""

@@ -1,0 +1,387 @@
+"""One paho connection on a :class:`~salvo.net.loop.Loop`, with no paho thread.
+
+paho's socket callbacks tell the loop what to watch, as aiomqtt does:
+``on_socket_open`` registers the socket for reading, ``on_socket_close``
+removes it, ``on_socket_register_write``/``on_socket_unregister_write`` say
+when paho has bytes it could not write yet. The loop then calls
+``loop_read``/``loop_write``, and ``loop_misc`` (keep-alive) on a timer.
+A link also (re)connects with jittered, capped back-off.
+
+Each attempt after the first goes to the next node of a cluster
+(:class:`salvo.net.mqtt.Client`). Connecting (``reconnect()``) blocks the loop
+for the TCP (and TLS) handshake: cheap on a local network, and a node that
+is down refuses at once; a broker address that drops packets would stall
+every arena up to paho's connect timeout (CONNECT_TIMEOUT_S).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import select
+import socket
+from collections.abc import Callable
+from typing import Any, Final
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.reasoncodes import ReasonCode
+
+from salvo.net.loop import Handle, Loop, Timer
+from salvo.net.mqtt import Broker, Client
+
+log = logging.getLogger("salvo.referee")
+
+#: Reconnect back-off: first retry after this, doubling up to RETRY_MAX_S,
+#: each wait jittered down to half (many connections do not retry in step).
+#: Capped at a second: a broker back from a restart without persistence has
+#: no session for the referee, and shots sent before it resubscribes are lost.
+RETRY_MIN_S: Final = 0.1
+RETRY_MAX_S: Final = 1.0
+#: paho's keep-alive and timeout bookkeeping (loop_misc) runs this often.
+MISC_EVERY_S: Final = 1.0
+#: paho's TCP (and TLS) connect blocks the loop up to this long (its default
+#: is 5 s) for a node that drops packets; a node that is down refuses at once.
+#: (Set by whoever makes the client: paho refuses it once connect_async ran.)
+CONNECT_TIMEOUT_S: Final = 2.0
+#: A readable socket is read for at most this many packets at a time (the
+#: other arenas wait meanwhile): enough for a salvo to become one batch.
+READ_MAX: Final = 64
+
+
+def _reason(packet_type: int, name: str) -> ReasonCode:
+    return ReasonCode(packet_type, name)
+
+
+#: CONNACK reason codes that retrying will not change.
+REFUSED: Final = frozenset(
+    _reason(PacketTypes.CONNACK, name).value
+    for name in ("Bad user name or password", "Not authorized", "Bad authentication method")
+)
+#: A drop that looks like a take-over is judged this long after the reconnect.
+TAKEOVER_JUDGED_AFTER_S: Final = 2.0
+#: DISCONNECT from the broker: another client connected with this client id.
+SESSION_TAKEN_OVER: Final = _reason(PacketTypes.DISCONNECT, "Session taken over").value
+
+Guard = Callable[[Callable[[], None]], Callable[[], None]]
+
+
+def _unguarded(callback: Callable[[], None]) -> Callable[[], None]:
+    return callback
+
+
+class Link:
+    """A paho client whose socket the loop drives. ``on_read`` runs after
+    each read (the owner applies what the callbacks handed over);
+    ``on_closed`` after the socket closed. ``guard`` wraps every callback
+    the link gives the loop (its owner's error isolation)."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        client: Client,
+        role: str,
+        *,
+        name: str,
+        broker: Broker,
+        on_message: Callable[[paho.Client, Any, paho.MQTTMessage], None] | None = None,
+        on_read: Callable[[], None] | None = None,
+        on_closed: Callable[[], None] | None = None,
+        guard: Guard = _unguarded,
+    ) -> None:
+        self.loop = loop
+        self.client = client
+        self.role = role
+        self.name = name
+        self._broker = broker
+        #: the back-off: current wait, and when the next try may start
+        self.delay = 0.0
+        self.retry_at = 0.0
+        #: no more (re)connecting: the owner is stopping
+        self.closing = False
+        #: no reconnecting until released (release()): its owner must first
+        #: prove on another connection that it may still speak
+        self.held = False
+        #: messages this connection delivered (to tell a read that found one)
+        self.received = 0
+        self._on_message = on_message
+        self._on_read = on_read or (lambda: None)
+        self._on_closed = on_closed or (lambda: None)
+        self._sock: Any = None
+        self._fd = -1
+        # One descriptor's "anything more?" without an exception (a
+        # loop_read that finds nothing raises inside paho); poll(), unlike
+        # select(), takes any descriptor number.
+        self._peek = select.poll()
+        self._retry: Handle | None = None
+        self._misc: Timer | None = None
+        self._write_due = False
+        self._attempt_cb = guard(self._attempt)
+        self._read_cb = guard(self._read)
+        self._write_cb = guard(self._write)
+        self._write_soon_cb = guard(self._write_soon)
+        self._misc_cb = guard(self._do_misc)
+        self._chained_open = client.on_socket_open  # (salvo.net.mqtt's TCP_NODELAY)
+        client.on_socket_open = self._opened
+        client.on_socket_close = self._closed
+        client.on_socket_register_write = self._register_write
+        client.on_socket_unregister_write = self._unregister_write
+        if on_message is not None:
+            client.on_message = self._message
+
+    @property
+    def is_open(self) -> bool:
+        return self._sock is not None
+
+    def start(self) -> None:
+        """Connect now (connect_async has said where), and again whenever the
+        connection is lost, after the back-off."""
+        self.closing = False
+        self._retry = self.loop.call_soon(self._attempt_cb)
+
+    def up(self) -> None:
+        """The broker accepted the connection: the next outage starts its
+        back-off from the beginning again."""
+        self.delay = 0.0
+
+    def release(self) -> None:
+        """Reconnect again (now, when lost and held)."""
+        if self.held:
+            self.held = False
+            if not self.closing and self._retry is None and self.client.socket() is None:
+                self._retry = self.loop.call_soon(self._attempt_cb)
+
+    def _attempt(self) -> None:
+        self._retry = None
+        if self.closing or self.held or self.client.socket() is not None:
+            return
+        # Set before trying: a broker that accepts TCP and then refuses the
+        # CONNECT closes the socket, and must not be retried in a tight loop.
+        self.delay = min(max(RETRY_MIN_S, self.delay * 2), RETRY_MAX_S)
+        self.retry_at = self.loop.time() + self.delay * random.uniform(0.5, 1.0)
+        try:
+            self.client.reconnect()
+        except OSError as exc:
+            host, port = self.client.endpoint
+            log.warning(
+                "[%s] cannot reach broker %s:%d (%s): %s; retrying in %.1f s",
+                self.name,
+                host,
+                port,
+                self.role,
+                exc,
+                self.delay,
+            )
+            self._retry_later()
+
+    def _retry_later(self) -> None:
+        if not self.closing and self._retry is None:
+            self._retry = self.loop.call_at(max(self.retry_at, self.loop.time()), self._attempt_cb)
+
+    # -- paho's socket callbacks (on the loop's thread: paho runs only there) ----------
+
+    def _opened(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        if self._chained_open is not None:
+            self._chained_open(client, userdata, sock)
+        self._sock, self._fd = sock, sock.fileno()
+        self.loop.add_reader(self._fd, self._read_cb)
+        self._peek.register(self._fd, select.POLLIN)
+        self._misc = self.loop.call_later(MISC_EVERY_S, self._misc_cb)
+
+    def _closed(self, _client: paho.Client, _userdata: Any, _sock: Any) -> None:
+        self._forget_socket()
+        self._retry_later()
+        self._on_closed()
+
+    def _forget_socket(self) -> None:
+        if self._sock is None:
+            return
+        self.loop.remove_reader(self._fd)
+        self.loop.remove_writer(self._fd)
+        self._peek.unregister(self._fd)
+        self._sock, self._fd = None, -1
+        if self._misc is not None:
+            self._misc.cancel()
+            self._misc = None
+
+    def _register_write(self, _client: paho.Client, _userdata: Any, _sock: Any) -> None:
+        # Written once the current callback is done (a batch's publishes go
+        # out together), without asking the selector first: a socket with
+        # room in its buffer is the common case. Only a write that could not
+        # finish waits for the selector.
+        if not self._write_due:
+            self._write_due = True
+            self.loop.call_soon(self._write_soon_cb)
+
+    def _unregister_write(self, _client: paho.Client, _userdata: Any, _sock: Any) -> None:
+        self.loop.remove_writer(self._fd)
+
+    def _message(self, client: paho.Client, userdata: Any, msg: paho.MQTTMessage) -> None:
+        self.received += 1
+        assert self._on_message is not None
+        self._on_message(client, userdata, msg)
+
+    # -- driven by the loop --------------------------------------------------------------
+
+    def _read(self) -> None:
+        client = self.client
+        sock = client.socket()
+        if sock is None:
+            return
+        # loop_read takes one packet per call (more only while QoS messages
+        # are in flight): read on while messages arrive, so a salvo becomes
+        # one batch with one journal write.
+        plain = type(sock) is socket.socket  # no TLS or websocket buffer in between
+        for _ in range(READ_MAX):
+            before = self.received
+            if client.loop_read() != paho.MQTT_ERR_SUCCESS or client.socket() is not sock:
+                break
+            if self.received == before or (plain and not self._peek.poll(0)):
+                break
+        if self._sock is not None and _pending(self._sock):
+            # TLS: bytes already decrypted, which the selector cannot see
+            self.loop.call_soon(self._read_cb)
+        self._on_read()
+
+    def read_now(self) -> None:
+        """Read what waits, without waiting for the loop to report it."""
+        self._read()
+
+    def has_input(self) -> bool:
+        """Bytes wait to be read (the loop has not come to them yet)."""
+        return self._sock is not None and (bool(self._peek.poll(0)) or _pending(self._sock))
+
+    def _write_soon(self) -> None:
+        self._write_due = False
+        self._write()
+
+    def _write(self) -> None:
+        client = self.client
+        if client.socket() is None:
+            return
+        client.loop_write()  # unregisters the writer itself once all is out
+        if self._sock is not None and client.want_write():
+            self.loop.add_writer(self._fd, self._write_cb)
+
+    def write_now(self) -> None:
+        """Write what paho holds at once (not after the current callback)."""
+        if self._sock is not None and self.client.want_write():
+            self._write()
+
+    def _do_misc(self) -> None:
+        self._misc = None
+        if self.client.socket() is not None:
+            self.client.loop_misc()  # may close the socket (keep-alive timeout)
+        if self._sock is not None:
+            self._misc = self.loop.call_later(MISC_EVERY_S, self._misc_cb)
+
+    # -- ending --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop reconnecting; send DISCONNECT (the broker drops the last will).
+        The socket closes once it is written (``on_closed``)."""
+        self.closing = True
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._sock is not None:
+            self.client.disconnect()
+
+    def abort(self) -> None:
+        """Close the socket without DISCONNECT: the broker publishes the last
+        will. Stops reconnecting too."""
+        self.closing = True
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._sock is not None:
+            # paho has no public call for this; its own keep-alive timeout
+            # closes the socket the same way.
+            self.client._sock_close()  # noqa: SLF001 (paho private, no public call; guarded: test_brokers)
+            self._forget_socket()
+
+
+class Takeovers:
+    """A pair of connections' drops, to tell when one was most likely taken
+    over by another client with its client id: the broker closed it while
+    the other one stayed up on the same node (the broker itself, or the
+    network, would have dropped both). Not on a cluster of brokers: a NATS
+    node closes one connection alone while the cluster elects new leaders,
+    so there only the broker's own word (DISCONNECT "session taken over")
+    counts."""
+
+    def __init__(self, name: str, client_ids: dict[str, str], *, cluster: bool = False) -> None:
+        assert len(client_ids) == 2
+        self.name = name
+        self.client_ids = client_ids
+        self._other = dict(zip(client_ids, reversed(client_ids), strict=True))
+        self._cluster = cluster
+        self._drops = dict.fromkeys(client_ids, 0)
+        #: the node each connection is on, while it is up
+        self._node: dict[str, tuple[str, int] | None] = dict.fromkeys(client_ids)
+        # how often the other connection had dropped when this one did, and
+        # whether it was up on the same node then
+        self._other_drops_then = dict.fromkeys(client_ids, 0)
+        self._other_beside = dict.fromkeys(client_ids, False)
+
+    def dropped(self, role: str, rc: ReasonCode, *, quiet: bool = False) -> None:
+        other = self._other[role]
+        self._drops[role] += 1
+        self._other_drops_then[role] = self._drops[other]
+        self._other_beside[role] = self._node[role] is not None and self._node[other] == self._node[role]
+        self._node[role] = None
+        if quiet:
+            return
+        if rc.value == SESSION_TAKEN_OVER:  # (mosquitto 2.0.11 just closes the socket)
+            self._taken_over(role)
+        elif rc.value != 0:
+            log.warning("[%s] lost the broker (%s, %s); reconnecting", self.name, role, rc)
+
+    def reconnected(self, role: str, node: tuple[str, int]) -> Callable[[], bool] | None:
+        """``role`` is up again. When its drop looks like a take-over, the
+        check to run once the other connection had time to report a drop of
+        its own (a broker that restarts closes both, but the loop may read
+        one close well before the other: 1000 arenas' worth of them)."""
+        self._node[role] = node
+        other = self._other[role]
+        if self._cluster or not (self._drops[role] and self._other_beside[role]):
+            return None
+        drops_then = self._other_drops_then[role]
+
+        def check() -> bool:
+            """True when it was judged a take-over (and logged)."""
+            if self._drops[other] == drops_then and self._node[other] is not None:
+                self._taken_over(role)
+                return True
+            return False
+
+        return check
+
+    def _taken_over(self, role: str) -> None:
+        log.error(
+            "[%s] TAKEN OVER? the broker closed this referee's %s (client id %r) while its other connection stayed"
+            " up: another client connected with that id (another referee with the same --client-id, or someone who"
+            " knows it). The referee took it back and says 'up' again; see docs/security.md",
+            self.name,
+            role,
+            self.client_ids[role],
+        )
+
+
+def acknowledged(info: paho.MQTTMessageInfo) -> bool:
+    """The broker has this message. A QoS 1 message published while the
+    connection was down keeps ``rc`` = ``MQTT_ERR_NO_CONN`` for good, and
+    ``is_published()`` raises for it, although paho sends it on reconnect and
+    marks it published when the PUBACK comes: read that mark itself."""
+    if info.rc == paho.MQTT_ERR_NO_CONN:
+        return info._published  # noqa: SLF001 (paho private, the only true mark here; guarded: test_brokers)
+    try:
+        return info.is_published()
+    except (RuntimeError, ValueError):  # never queued: it will never be acknowledged
+        return False
+
+
+def _pending(sock: Any) -> bool:
+    """Bytes a TLS socket has already decrypted, which the selector cannot see."""
+    pending = getattr(sock, "pending", None)
+    return pending is not None and pending() > 0

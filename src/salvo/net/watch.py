@@ -1,0 +1,235 @@
+"""Watching a broker: a client that records what it receives and lets other
+threads wait for a message. It knows nothing of the referee; the
+conformance suite, the tournament director, the stress tools and the tests
+all watch through it.
+
+How much it keeps is chosen per watcher (``keep``): every message (a run
+that ends), the latest message of each topic (a watcher that runs all
+night: its memory is bounded by the topics, not the hours), or a ring of
+the latest N. Positions count every message received whatever is kept, so
+:meth:`Recorder.mark` and ``after`` mean the same in every mode; a message
+that is no longer kept is simply not found.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import paho.mqtt.client as paho
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from salvo.net.mqtt import Broker, connect_async, new_client, read_qos
+
+__all__ = ["Keep", "Msg", "NoReply", "Recorder", "wait_until"]
+
+#: What a :class:`Recorder` keeps: "all", "latest" (per topic) or the latest N.
+Keep = Literal["all", "latest"] | int
+
+_ids = itertools.count()
+
+
+class NoReply(TimeoutError):
+    """Nothing waited for came in time (for the conformance suite: the referee
+    did not answer). A broker that does not acknowledge is a plain TimeoutError."""
+
+
+@dataclass(frozen=True)
+class Msg:
+    topic: str
+    payload: bytes
+    retain: bool
+    at: float
+
+    @property
+    def text(self) -> str:
+        return self.payload.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.payload)
+
+
+class Recorder:
+    """A connected client that records the messages it receives, in order
+    (as many as ``keep`` says). Subscriptions use retain-as-published on
+    MQTT 5, so the recorded retain flag is the one the publisher set."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        filters: list[str] | tuple[str, ...] = (),
+        label: str = "rec",
+        *,
+        keep: Keep = "all",
+    ) -> None:
+        if keep not in ("all", "latest") and not (type(keep) is int and keep > 0):
+            raise ValueError(f"keep must be 'all', 'latest' or a positive int, not {keep!r}")
+        self.keep: Keep = keep
+        self.received = 0  # every message ever received: the next one's position
+        self._all: list[Msg] = []  # keep="all"
+        self._ring: collections.deque[tuple[int, Msg]] = collections.deque(maxlen=keep if type(keep) is int else 0)
+        self._latest: dict[str, tuple[int, Msg]] = {}  # topic -> its last message and position (every mode)
+        self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
+        self.broker = broker
+        self._cond = threading.Condition()
+        self._filters = list(filters)
+        self._subscribed = threading.Event()
+        self._connected = threading.Event()
+        self._refused: str | None = None
+        self.client = new_client(broker, f"salvo-{label}-{next(_ids)}-{time.monotonic_ns() % 10**9}")
+        self.client.on_connect = self._on_connect
+        self.client.on_subscribe = lambda *a: self._subscribed.set()
+        self.client.on_message = self._on_message
+        self.client.on_publish = self._on_publish
+        connect_async(self.client, broker)  # any node of a cluster that answers
+        self.client.loop_start()
+        if not self._connected.wait(10):
+            self.close()
+            if self._refused:  # the broker answered no: credentials, not the network
+                raise ConnectionRefusedError(self._refused)
+            raise ConnectionError(f"cannot connect to {broker.url}")
+        if self._filters and not self._subscribed.wait(10):
+            raise TimeoutError("subscription not acknowledged")
+
+    @property
+    def mqtt5(self) -> bool:
+        """The connection speaks MQTT 5 (a broker may have refused it)."""
+        return self.client.mqtt5
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
+        if rc.is_failure:
+            self._refused = f"broker refused {self.broker.username or 'anonymous'}: {rc}"
+            return
+        self._connected.set()
+        if self._filters:
+            if self.client.mqtt5:
+                options = SubscribeOptions(qos=1, retainAsPublished=True)
+                client.subscribe([(f, options) for f in self._filters])
+            else:
+                client.subscribe([(f, read_qos(self.client)) for f in self._filters])
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        self._add(Msg(msg.topic, bytes(msg.payload), msg.retain, time.time()))
+
+    def _add(self, m: Msg) -> None:
+        with self._cond:
+            position = self.received
+            self.received += 1
+            if self.keep == "all":
+                self._all.append(m)
+            elif self._ring.maxlen:
+                self._ring.append((position, m))
+            self._latest[m.topic] = (position, m)
+            self._cond.notify_all()
+
+    def _on_publish(self, _c: paho.Client, _u: Any, mid: int, rc: Any, _p: Any) -> None:
+        with self._cond:
+            self.acks[mid] = rc.value if hasattr(rc, "value") else int(rc)
+            self._cond.notify_all()
+
+    def _kept(self, after: int) -> list[Msg]:
+        """The kept messages at positions ``after`` on, oldest first (lock held)."""
+        if self.keep == "all":
+            return self._all[after:]
+        if self.keep == "latest":
+            return [m for _i, m in sorted(v for v in self._latest.values() if v[0] >= after)]
+        return [m for i, m in self._ring if i >= after]
+
+    @property
+    def messages(self) -> list[Msg]:
+        """The kept messages, oldest first (a copy): with keep="all", message
+        ``i`` is the one at position ``i``."""
+        with self._cond:
+            return self._kept(0)
+
+    def publish(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> int:
+        """Publish and wait for the PUBACK; its reason code (0 ok, 0x87 not authorized)."""
+        info = self.client.publish(topic, payload, qos=qos, retain=retain)
+        if qos == 0:
+            return 0
+        with self._cond:
+            if not self._cond.wait_for(lambda: info.mid in self.acks, 10):
+                raise TimeoutError(f"no PUBACK for {topic}")
+            return self.acks.pop(info.mid)  # (mids are reused: a kept one would answer a later publish)
+
+    def mark(self) -> int:
+        """The position the next message will have."""
+        with self._cond:
+            return self.received
+
+    def wait(self, pred: Callable[[Msg], bool], after: int = 0, timeout: float = 10.0, what: str = "") -> Msg:
+        """The first kept message from position ``after`` on that ``pred``
+        accepts, waiting up to ``timeout`` for it (else :class:`NoReply`)."""
+
+        def found() -> Msg | None:
+            return next((m for m in self._kept(after) if pred(m)), None)
+
+        with self._cond:
+            msg = self._cond.wait_for(found, timeout)
+            if msg is None:
+                raise NoReply(f"nothing {what or 'expected'} within {timeout:g}s")
+            return msg
+
+    def wait_for(self, topic: str, payload: str | None = None, after: int = 0, timeout: float = 10.0) -> Msg:
+        return self.wait(
+            lambda m: m.topic == topic and (payload is None or m.payload == payload.encode()),
+            after,
+            timeout,
+            what=f"on {topic}" + (f" = {payload!r}" if payload is not None else ""),
+        )
+
+    def sync(self, topic: str, timeout: float = 10.0) -> None:
+        """Publish a unique marker on ``topic`` (which this client reads) and
+        wait for it to come back. The broker hands a subscriber its messages
+        in the order it took them, so by then every message the broker took
+        before the marker is here: "nothing came" can be asserted without a
+        sleep."""
+        marker = f"sync-{uuid.uuid4().hex}".encode()
+        after = self.mark()
+        self.publish(topic, marker)
+        self.wait(lambda m: m.topic == topic and m.payload == marker, after, timeout, what="the sync marker back")
+
+    def on(self, topic: str, after: int = 0) -> list[Msg]:
+        with self._cond:
+            return [m for m in self._kept(after) if m.topic == topic]
+
+    def since(self, after: int) -> list[Msg]:
+        with self._cond:
+            return self._kept(after)
+
+    def latest(self, topic: str) -> Msg | None:
+        with self._cond:
+            kept = self._latest.get(topic)
+            return kept[1] if kept is not None else None
+
+    def text(self, topic: str) -> str | None:
+        """The latest payload on ``topic`` as text (None: nothing came)."""
+        msg = self.latest(topic)
+        return msg.text if msg is not None else None
+
+    def wait_until(self, pred: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``pred()`` holds, looking again at every message."""
+        with self._cond:
+            return self._cond.wait_for(pred, timeout)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll ``pred`` until it holds (else :class:`NoReply`): for state that
+    no :class:`Recorder` sees change."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise NoReply(f"{what} not reached within {timeout:g}s")

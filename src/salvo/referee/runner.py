@@ -1,0 +1,668 @@
+"""One arena on its two MQTT connections, driven by a :class:`~salvo.net.loop.Loop`
+it shares with the other arenas.
+
+paho's callbacks (inside ``loop_read``) only hand messages to the arena's
+inbox; once the loop's reads are over the arena applies what was handed
+over as one batch (see :mod:`salvo.referee.batch`): journaled, then published,
+then acknowledged (manual QoS 1 acks: a message is acknowledged only once
+its outcome is durable, so a crash makes the broker redeliver it).
+
+Everything an arena waits for is a state, never a blocking call, so that no
+arena holds up another: *connecting*, *sweeping* (stale retained topics are
+read until a marker comes back; the inbox waits), *up*, *stopping* ('down'
+published and its PUBACK awaited, then DISCONNECT written), *stopped*.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any, Final
+
+import paho.mqtt.client as paho
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from salvo.arena.arena import Arena, Effect
+from salvo.arena.journal import StoreFailure
+from salvo.net.link import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
+from salvo.net.loop import Handle, Loop, steady_time
+from salvo.net.mqtt import Broker, Client, connect_async, new_client
+from salvo.referee.admission import Registry
+from salvo.referee.batch import (
+    Connected,
+    Control,
+    Dispatcher,
+    Fatal,
+    Journal,
+    LeaseSeen,
+    Message,
+    OutConnected,
+    ProbeSeen,
+    Stop,
+)
+from salvo.referee.ownership import Lease
+from salvo.referee.presence import Farewell, Sweep
+
+log = logging.getLogger("salvo.referee")
+
+#: An overdue timer waits this long for queued messages (sent in time, but
+#: delivered late, e.g. the backlog after a restart) and after a (re)connect;
+#: a timer held back looks again after TIMER_RECHECK_S.
+TIMER_GRACE_S: Final = 1.0
+TIMER_RECHECK_S: Final = 0.1
+#: QoS 0 messages waiting in an arena's inbox beyond this are dropped
+#: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
+QOS0_BACKLOG: Final = 2_000
+#: At most this many inbox items are handled (and journaled) as one batch.
+BATCH_MAX: Final = 64
+#: QoS 1 messages the publishing connection has in flight at once: the
+#: Receive Maximum mosquitto announces by default (max_inflight_messages),
+#: which MQTT 5 forbids a client to exceed and paho does not apply by itself;
+#: more wait in paho's queue, in order. (paho's default is the same number.)
+MAX_INFLIGHT: Final = 20
+#: A cut from the broker longer than this is given back to the running turn.
+EXTEND_AFTER_S: Final = 0.5
+#: Stopping: how long 'down' may wait for its PUBACK (then ``out`` is dropped
+#: without DISCONNECT and the broker's last will says 'down'), and how long
+#: DISCONNECT may take to be written. A signal ends the process within 2 s.
+DOWN_WAIT_S: Final = 0.8
+CLOSE_WAIT_S: Final = 0.2
+#: How often the lag clock sends its probe and the rejection log's window is looked at.
+HOUSEKEEPING_S: Final = 0.5
+
+#: A runner's two connections, as log lines name them.
+_CONNECTION: Final = "connection"
+_PUBLISHING: Final = "publishing connection"
+
+
+class _State(enum.Enum):
+    CONNECTING = "connecting"
+    SWEEPING = "sweeping"
+    UP = "up"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+_ENDING: Final = (_State.STOPPING, _State.STOPPED)
+
+
+class ArenaRunner(Dispatcher):
+    """One arena on its MQTT connections, driven by a loop it shares with
+    other arenas (its own when none is given: tests drive it by hand)."""
+
+    def __init__(
+        self,
+        arena: Arena,
+        broker: Broker,
+        *,
+        client_id: str,
+        pool: Executor,
+        journal: Journal | None = None,
+        session_expiry_s: int = 120,
+        discard_session: bool = False,
+        clock: Callable[[], float] = steady_time,
+        registry: Registry | None = None,
+        loop: Loop | None = None,
+        on_stopped: Callable[[ArenaRunner], None] | None = None,
+    ) -> None:
+        loop = loop if loop is not None else Loop()
+        super().__init__(arena, pool=pool, journal=journal, clock=clock, registry=registry, loop=loop)
+        self._broker = broker
+        self._expiry = session_expiry_s
+        #: The session the broker kept is stale (the referee was away longer
+        #: than its resume window): the first connection starts a clean one,
+        #: so nothing queued for the old one is applied (see _discarded).
+        self._discarding = discard_session
+        self._on_stopped = on_stopped
+        # The inbox, only touched on the loop's thread: control items and
+        # QoS >= 1 messages first, in order, then QoS 0 messages, so a QoS 0
+        # flood can neither delay the teams nor grow without bound.
+        self._high: collections.deque[object] = collections.deque()
+        self._low: collections.deque[Message] = collections.deque()
+        self._state = _State.CONNECTING
+        self._begun = False
+        self._halting = False  # stop once the current batch is out
+        self._work_due = False
+        self._stopped = threading.Event()
+        self.connected = threading.Event()
+        self.fatal: Fatal | None = None
+        self.dropped = 0
+        self._connected_at = 0.0
+        #: When the subscribing connection was lost (to give the time back to the turn).
+        self._lost_at: float | None = None
+        self._ever_connected = False
+        # Loop timers: the arena's next deadline, housekeeping.
+        self._timer: Handle | None = None
+        self._timer_deadline: float | None = None
+        self._chores: Handle | None = None
+        t = arena.topics
+        # Two connections: ``client`` subscribes (persistent session, manual
+        # acks), ``out`` only publishes. A broker falling behind on a flood of
+        # QoS 0 messages to us must not stall our publishing: mosquitto 2.0
+        # loses PUBACKs queued behind such a backlog (eclipse/mosquitto#3542),
+        # and every lost PUBACK holds one of paho's in-flight slots for good.
+        # The connection that only publishes never has a backlog.
+        self._client_ids = {_CONNECTION: client_id, _PUBLISHING: f"{client_id}-out"}
+        self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(broker.endpoints) > 1)
+        self.client = new_client(broker, client_id, manual_ack=True, persistent=True, connect_timeout=CONNECT_TIMEOUT_S)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"), connect_timeout=CONNECT_TIMEOUT_S)
+        self.out.on_connect = self._on_out_connect
+        self.out.on_disconnect = self._on_out_disconnect
+        self.out.max_inflight_messages_set(MAX_INFLIGHT)
+        #: the leases the broker showed since the subscriber (re)connected, in order
+        self._leases_seen: list[bytes] = []
+        #: the marker of a lease check under way (the publishing connection held)
+        self._fence_token: bytes | None = None
+        self._sub = self._link(self.client, _CONNECTION, on_message=self._on_message, on_read=self._kick)
+        self._pub = self._link(self.out, _PUBLISHING, on_read=self._after_out_read)
+        # ``out`` first: its last will guards everything ``client`` triggers.
+        self._links = (self._pub, self._sub)
+        self._sweep = Sweep(self.loop, t, self.client, name=self.name, on_over=self._kick, guard=self._guard)
+        self._farewell = Farewell(
+            self.loop,
+            self._pub,
+            self._links,
+            name=self.name,
+            wait_s=DOWN_WAIT_S,
+            close_s=CLOSE_WAIT_S,
+            on_done=self._finish,
+            guard=self._guard,
+        )
+        self._work_cb = self._guard(self._work_once)
+        self._timer_cb = self._guard(self._on_timer)
+        self._chores_cb = self._guard(self._housekeeping)
+
+    def _link(
+        self,
+        client: Client,
+        role: str,
+        *,
+        on_read: Callable[[], None],
+        on_message: Callable[[paho.Client, Any, paho.MQTTMessage], None] | None = None,
+    ) -> Link:
+        return Link(
+            self.loop,
+            client,
+            role,
+            name=self.name,
+            broker=self._broker,
+            on_message=on_message,
+            on_read=on_read,
+            on_closed=self._link_closed,
+            guard=self._guard,
+        )
+
+    # -- paho callbacks: run inside loop_read; hand off only -----------------------------
+
+    def _on_connect(self, client: paho.Client, _u: Any, flags: Any, rc: ReasonCode, _p: Any) -> None:
+        if rc.is_failure:
+            log.error("[%s] broker %s refused the connection: %s", self.name, self._broker.url, rc)
+            if not self._ever_connected and rc.value in REFUSED:
+                self._halt(Fatal(Stop.BROKER_REFUSED, f"broker refused the connection: {rc}"))
+            return
+        if self._discarding and not self._discarded(bool(flags.session_present)):
+            return
+        self._sub.up()
+        self._fence_token = None  # (a check under way is the sweep's now)
+        first, self._ever_connected = not self._ever_connected, True
+        self._judge(self._takeovers.reconnected(_CONNECTION, self.client.endpoint), self._pub)
+        self._leases_seen.clear()
+        if first and self.arena.lease:
+            # The claim first, before the sweep publishes anything: a referee
+            # starting at the same moment sees it (or this one sees theirs,
+            # before its sweep's marker) and the later claim alone goes on.
+            self.out.publish(self.arena.topics.lease, self.arena.lease, qos=1, retain=True)
+        # Retain-as-published (MQTT 5): a message a team published with the
+        # retain flag keeps it, live or not, so the referee can clear it (a
+        # retained inbound message would be re-read at every resubscribe).
+        # Which referee holds the arena: watched for as long as this one runs.
+        client.subscribe(self.arena.topics.lease, 0)
+        # Its own probe, at QoS 1 like the teams' messages: the same queue at
+        # the broker, the same way in (pacing.LagClock).
+        client.subscribe(self.arena.topics.probe, 1)
+        filters = self.arena.topics.inbound_filters
+        if self.client.mqtt5:
+            client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
+        else:
+            client.subscribe([(f, 1) for f in filters])
+        self._high.append(Connected(bool(flags.session_present)))
+
+    def _discarded(self, session_present: bool) -> bool:
+        """A stale session is being discarded: True once this connection is on
+        a new persistent session (MQTT 5: the clean start of the first
+        connection did it). On MQTT 3.1.1 a clean session lives only while
+        connected, so the clean connection is closed at once and the next
+        one starts a persistent session; a session that was resumed all the
+        same (a step down from 5 to 3.1.1 asks for the old one) is closed,
+        and a clean one asked for again. Nothing is subscribed or read
+        before."""
+        client = self.client
+        # (what a 3.1.1 connection asked for; guarded: test_brokers)
+        if not session_present and (client.mqtt5 or not client._clean_session):  # noqa: SLF001 (paho private)
+            self._discarding = False
+            # The closes below were ours, not another client's taking over.
+            self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(self._broker.endpoints) > 1)
+            log.info("[%s] started a new session: what the broker kept for the old one is dropped", self.name)
+            return True
+        client.next_session(clean=session_present)
+        client.again_here()  # our own close: the node is fine
+        client.disconnect()
+        return False
+
+    def _on_out_connect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        if rc.is_failure:
+            log.error("[%s] broker %s refused the publishing connection: %s", self.name, self._broker.url, rc)
+            if rc.value in REFUSED:
+                self._halt(Fatal(Stop.BROKER_REFUSED, f"broker refused the connection: {rc}"))
+            return
+        self._pub.up()
+        # This connection's last will may have said "down" while it was away
+        # (a cut, or another client taking its id over): say "up" again.
+        self._judge(self._takeovers.reconnected(_PUBLISHING, self.out.endpoint), self._sub)
+        self._high.append(OutConnected(self.connected.is_set()))
+
+    def _judge(self, check: Callable[[], bool] | None, other: Link) -> None:
+        """Did a client take this connection over? At once when the other
+        connection has nothing unread (no close of its own waiting to be
+        seen); else once it had TAKEOVER_JUDGED_AFTER_S to report one."""
+        if check is None:
+            return
+        if not other.has_input():
+            check()
+            return
+        log.info("[%s] a drop that may be a take-over: judged in %g s", self.name, TAKEOVER_JUDGED_AFTER_S)
+
+        def later() -> None:
+            if not check():
+                log.info("[%s] not a take-over: the other connection dropped too", self.name)
+
+        self.loop.call_later(TAKEOVER_JUDGED_AFTER_S, self._guard(later))
+
+    def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        if self.connected.is_set() and self._lost_at is None:
+            self._lost_at = self._clock()
+        self.connected.clear()
+        if self._state is _State.SWEEPING:  # a sweep starts over at the next connect
+            self._sweep.cancel()
+        if self._state not in _ENDING:
+            self._state = _State.CONNECTING
+        self._note_disconnect(rc, _CONNECTION)
+
+    def _on_out_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
+        self._note_disconnect(rc, _PUBLISHING)
+        if self._ever_connected and self._state not in _ENDING and self.arena.lease:
+            # Fencing: this referee may have been away (a frozen process, a
+            # cut-off machine) while another took the arena. Nothing it
+            # publishes, not even paho's resends of what was in flight, goes
+            # out again before the subscriber has seen the arena's lease and
+            # it is still this one's: at the end of the next sweep, or when
+            # this check's marker comes back (after the retained lease).
+            self._pub.held = True
+            if self.connected.is_set():
+                self._leases_seen.clear()
+                self._fence_token = os.urandom(8).hex().encode()
+                t = self.arena.topics
+                self.client.subscribe([(t.lease, 0), (t.sweep, 0)])  # the retained lease again, then:
+                self.client.publish(t.sweep, self._fence_token, qos=0)
+
+    def _fenced(self) -> None:
+        """The lease check's marker is back: every lease the broker holds or
+        took meanwhile came before it."""
+        self._fence_token = None
+        self.client.unsubscribe(self.arena.topics.sweep)
+        if self._rival():
+            log.error("[%s] a newer referee holds this arena: stopping, publishing nothing", self.name)
+            self._halt(Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over meanwhile"))
+        elif self._state is _State.UP:
+            self._pub.release()
+
+    def _note_disconnect(self, rc: ReasonCode, role: str) -> None:
+        self._takeovers.dropped(role, rc, quiet=self._state in _ENDING)
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        try:
+            topic = msg.topic
+        except UnicodeDecodeError:  # a broker should not let this through
+            topic = msg._topic.decode("utf-8", "replace")  # noqa: SLF001 (paho private, the raw bytes; guarded)
+        if topic == self.arena.topics.lease:
+            self._leases_seen.append(bytes(msg.payload))
+            self._high.append(LeaseSeen(bytes(msg.payload)))
+            return
+        if (
+            topic == self.arena.topics.sweep
+            and self._fence_token is not None
+            and bytes(msg.payload) == self._fence_token
+        ):
+            self._fenced()
+            return
+        if topic == self.arena.topics.probe:
+            self._high.append(ProbeSeen(bytes(msg.payload), msg.mid, msg.qos))
+            return
+        if self._sweep.take(topic, msg):
+            return
+        if msg.qos == 0:
+            if self.arena.topics.parse_inbound(topic) is None:
+                # Our own output, echoed by the sweep's subscription while it
+                # is being taken down: not addressed to us.
+                return
+            if len(self._low) >= QOS0_BACKLOG:
+                self.dropped += 1
+                return
+            self._low.append(Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
+            return
+        self._high.append(Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
+
+    # -- lifecycle (other threads) -------------------------------------------------------
+
+    def close_lobby(self, reason: str, timeout: float = 10.0) -> bool:
+        """From any thread: send everybody in this arena's lobby away. True
+        when it was closed, False when a game had started (or no answer)."""
+        return self.control(lambda arena, now: arena.close_lobby(reason, now), timeout)
+
+    def control(self, action: Callable[[Arena, float], list[Effect]], timeout: float = 10.0) -> bool:
+        """From any thread: apply an organiser's action (one of the Arena's
+        controls) on the loop's thread, journaled and published like any
+        event. True when it changed the game; False when it had nothing to
+        do, was refused, or got no answer within ``timeout`` (the arena not
+        up, or stopping)."""
+        item = Control(action, Future())
+        self.loop.call_soon_threadsafe(self._enqueue, item)
+        try:
+            return item.done.result(timeout)
+        except TimeoutError:
+            return False
+
+    def request_stop(self) -> None:
+        """From any thread: publish ``down``, disconnect and end."""
+        self.loop.call_soon_threadsafe(self.halt)
+
+    def halt(self) -> None:
+        """On the loop's thread: stop once the current batch is out."""
+        self._halt(None)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._stopped.wait(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._begun and not self._stopped.is_set()
+
+    # -- on the loop's thread ------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Start connecting (``out`` first) and the housekeeping."""
+        self._begun = True
+        connect_async(self.out, self._broker)
+        connect_async(self.client, self._broker, session_expiry_s=self._expiry)
+        if self._discarding:
+            self.client.next_session(clean=True)
+        for link in self._links:
+            link.start()
+        self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
+
+    def _guard(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """The callback, crashing only this arena when it raises. A failing
+        journal is every arena's: StoreFailure goes on to the loop's owner."""
+
+        def guarded() -> None:
+            try:
+                callback()
+            except StoreFailure:
+                raise
+            except Exception as exc:
+                if self._state in _ENDING:  # failed while stopping: stop for good
+                    log.exception("[%s] stopping failed", self.name, exc_info=exc)
+                    self._finish()
+                else:
+                    self._crashed(exc)
+
+        return guarded
+
+    def _enqueue(self, item: object) -> None:
+        self._high.append(item)
+        self._kick()
+
+    def _kick(self) -> None:
+        """Work through the inbox once the current callback is done (once for
+        all the reads of this pass)."""
+        if not self._work_due and self._state not in _ENDING:
+            self._work_due = True
+            self.loop.call_soon(self._work_cb)
+
+    def _work_once(self) -> None:
+        self._work_due = False
+        if self._state in _ENDING:
+            return
+        if self._state is _State.SWEEPING and self._sweep.over:
+            self._end_sweep()
+        if self._state is not _State.SWEEPING:  # (a sweep holds the inbox back)
+            self._work()
+        if self._halting:
+            self._begin_stop()
+            return
+        if self._state is not _State.SWEEPING and (self._high or self._low):
+            self._lag.behind()
+            self._kick()  # the rest after the other arenas' turn
+        elif not self._sub.has_input():
+            self._lag.idle()  # caught up: nothing waits for this referee, here or at the broker
+        self._arm_timer()
+
+    def _work(self) -> None:
+        """Apply up to BATCH_MAX inbox items as one batch, then journal,
+        publish and acknowledge it (see _flush)."""
+        for _ in range(BATCH_MAX):
+            if self._halting or self._state is _State.SWEEPING:
+                break
+            if self._high:
+                item: object = self._high.popleft()
+            elif self._low:
+                item = self._low.popleft()
+            else:
+                break
+            self._dispatch(item)
+        self._flush()
+
+    def _halt(self, fatal: Fatal | None) -> None:
+        """Stop once the current batch is out: asked to (None), or for ``fatal``."""
+        if fatal is not None and self.fatal is None:
+            self.fatal = fatal
+        self._halting = True
+        self._kick()
+
+    def _send_probe(self, now: float) -> None:
+        """The lag clock's probe through the broker, unless one is out."""
+        if (token := self._lag.probe(now)) is not None:
+            self.out.publish(self.arena.topics.probe, token, qos=1)
+
+    def _housekeeping(self) -> None:
+        now = self._clock()
+        self.rejections.roll(now)
+        if self._state is _State.UP:
+            self._send_probe(now)
+            self._lag.window(now)
+        if self._state is _State.UP and (extension := self._lag.extension(self.arena.game, now)):
+            self._execute(self.arena.extend(extension, now))
+            self._flush()
+            self._arm_timer()
+        self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
+
+    @property
+    def is_up(self) -> bool:
+        return self.connected.is_set()
+
+    def _after_out_read(self) -> None:
+        self._note_published()
+        if self._high:  # (OutConnected)
+            self._kick()
+        if self._state is _State.STOPPING:
+            self._farewell.read()
+
+    # -- the start-up sweep --------------------------------------------------------------
+
+    def _sweep_after_connect(self, session_present: bool) -> None:
+        if not self.client.is_connected():
+            return  # lost again meanwhile: the next connect sweeps
+        host, port = self.client.endpoint
+        log.info(
+            "[%s] connected to %s:%d (session %s); publishing retained state",
+            self.name,
+            host,
+            port,
+            "resumed" if session_present else "new",
+        )
+        self._begin_sweep()
+
+    def _begin_sweep(self) -> None:
+        self._state = _State.SWEEPING
+        self._sweep.start()
+
+    def _rival(self) -> bool:
+        """A lease newer than this referee's among those the broker showed
+        since the subscriber connected: the arena was taken meanwhile."""
+        mine = Lease.parse(self.arena.lease)
+        seen = [lease for lease in map(Lease.parse, self._leases_seen) if lease is not None]
+        return mine is not None and any(other.id != mine.id and other.newer_than(mine) for other in seen)
+
+    def _end_sweep(self) -> None:
+        """Clear what the sweep found stale, publish what the journal says the
+        teams have not heard yet (a referee killed between journaling and
+        publishing), then the state: the arena is up. Unless the broker showed
+        a newer lease meanwhile (it came before the sweep's marker): then
+        nothing at all, and this referee stops."""
+        if self._rival():
+            log.error("[%s] a newer referee holds this arena: stopping, publishing nothing", self.name)
+            self._halt(Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over meanwhile"))
+            return
+        self._pub.release()
+        t = self.arena.topics
+        self._sweep.finish(self.out, keep={*self.arena.game.retained, t.server, t.pubkey})
+        backlog, self.arena.backlog = self.arena.backlog, []
+        self._outbox += backlog
+        self._mark = self.arena.backlog_to
+        self._execute(list(self.arena.presence()))
+        self._flush()
+        self._connected_at = self._clock()
+        self._lag.reset()
+        self._state = _State.UP
+        self._send_probe(self._connected_at)  # at once: trusted before any game of this connection can start
+        self.connected.set()
+        if self._lost_at is not None:
+            cut = self._connected_at - self._lost_at
+            self._lost_at = None
+            if cut > EXTEND_AFTER_S:
+                self._execute(self.arena.extend(cut, self._connected_at))
+                self._flush()
+
+    # -- the arena's timers --------------------------------------------------------------
+
+    def _arm_timer(self, *, recheck: bool = False) -> None:
+        """A loop timer at the arena's next deadline (kept while it is the same)."""
+        deadline = self.arena.next_deadline()
+        if not recheck and self._timer is not None and deadline == self._timer_deadline:
+            return
+        self._cancel("_timer")
+        self._timer_deadline = deadline
+        if deadline is None or self._state in _ENDING:
+            return
+        wait = deadline - self._clock()
+        if wait <= 0:
+            wait = TIMER_RECHECK_S if recheck else 0.0
+        self._timer = self.loop.call_later(wait, self._timer_cb)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._state is _State.UP and self._sub.has_input():
+            # What arrived while the loop could not look (a busy pass, the
+            # process frozen past the deadline) is applied before the clock.
+            self._sub.read_now()
+            self._work()
+        deadline, now = self.arena.next_deadline(), self._clock()
+        if self._timer_due(deadline, now):
+            self._execute(self.arena.on_tick(now))
+            self._flush()
+        # held back, or the same deadline again: look again shortly
+        self._arm_timer(recheck=self.arena.next_deadline() == deadline)
+
+    def _timer_due(self, deadline: float | None, now: float) -> bool:
+        """Timers wait while the broker is away (nobody could act) and briefly
+        after it returns and while messages are queued, in the inbox or still
+        in the socket (a process frozen past the deadline, a busy loop): those
+        were sent in time and are applied first."""
+        if deadline is None or now < deadline:
+            return False
+        if not self.connected.is_set() or now < self._connected_at + TIMER_GRACE_S:
+            return False
+        if self._lag.holding(now):  # the teams' messages are late on their way: they come first
+            return False
+        return not (self._high or self._low or self._sub.has_input()) or now >= deadline + TIMER_GRACE_S
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def _crashed(self, exc: Exception) -> None:
+        """A bug: say so loudly, stop this arena."""
+        log.exception("[%s] arena crashed", self.name, exc_info=exc)
+        self.stop_with(Fatal(Stop.INTERNAL, f"internal error: {exc!r}"))
+
+    def stop_with(self, fatal: Fatal) -> None:
+        """On the loop's thread: stop this arena now for ``fatal``, dropping
+        the batch under way (nothing of it was journaled). Another referee
+        now holding the arena is not told 'down' (that would be a lie about
+        *its* presence)."""
+        if self.fatal is None:
+            self.fatal = fatal
+        self._begin_stop()
+
+    def _begin_stop(self) -> None:
+        if self._state in _ENDING:
+            return
+        self._state = _State.STOPPING
+        self._sweep.cancel()
+        for name in ("_timer", "_chores"):
+            self._cancel(name)
+        self._records.clear()
+        self._outbox.clear()
+        self._acks.clear()
+        if self._journal is not None:
+            with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
+                self._journal.settle()
+        say_down = self.fatal is None or self.fatal.kind is not Stop.ARENA_TAKEN
+        self._farewell.start((self.arena.topics.server, "down") if say_down else None)
+
+    def _link_closed(self) -> None:
+        if self._state is _State.STOPPING:
+            self._farewell.closed()
+
+    def _finish(self) -> None:
+        if self._state is _State.STOPPED:
+            return
+        self._state = _State.STOPPED
+        self._sweep.cancel()
+        for name in ("_timer", "_chores"):
+            self._cancel(name)
+        for link in self._links:
+            link.abort()  # (what is still open, after a failure)
+        self.connected.clear()
+        self._stopped.set()
+        if self._on_stopped is not None:
+            self._on_stopped(self)
+
+    def abandon(self) -> None:
+        """The loop is gone (its thread ended): this arena is stopped."""
+        self._state = _State.STOPPED
+        self.connected.clear()
+        self._stopped.set()
+
+    def _cancel(self, name: str) -> None:
+        handle: Handle | None = getattr(self, name)
+        if handle is not None:
+            handle.cancel()
+            setattr(self, name, None)
