@@ -21,6 +21,11 @@ predicts and judges):
   deleted: after a kill, or under the running referee (then kill -9 or SIGTERM).
 * ``second``: a second referee (the same state file, the same key and so
   client id, another key), before and during a game.
+* ``split``, ``reset``, ``backup``, ``stall`` (:mod:`salvo.chaosfaults`): a
+  referee frozen past its last will while another takes its arena over, then
+  woken; kill -9 between journaling the reset and publishing it; a backup
+  restored under a broker that is ahead of it, and a copy of the live file
+  started beside its referee; the broker frozen (SIGSTOP) for 6-15 s.
 
 Violations (the model's verdict): a prediction never published (lost), a
 result cleared or going back (undone), a wrong result, an error report to a
@@ -42,6 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from salvo import chaosfaults
 from salvo.chaosdriver import (
     DAMAGES,
     KILLS,
@@ -58,7 +64,19 @@ from salvo.chaosgames import Plan, Report, play_games
 
 __all__ = ["SCENARIOS", "Options", "OwnBroker", "Report", "run_chaos"]
 
-SCENARIOS = ("kill", "freeze", "broker", "broker-volatile", "disk", "damage", "second")
+SCENARIOS = (
+    "kill",
+    "freeze",
+    "broker",
+    "broker-volatile",
+    "disk",
+    "damage",
+    "second",
+    "split",
+    "reset",
+    "backup",
+    "stall",
+)
 
 
 # -- kill -9 ------------------------------------------------------------------------
@@ -389,6 +407,7 @@ RUNNERS: dict[str, Callable[[Options, Report], None]] = {
     "disk": _disk,
     "damage": _damage,
     "second": _second,
+    **chaosfaults.RUNNERS,
 }
 
 

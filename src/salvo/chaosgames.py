@@ -55,9 +55,10 @@ class Report:
                 if f.outcome:
                     by.setdefault(f.label, []).append(f)
             for label, group in by.items():
-                if label == KILLS["journal"]:
+                if {"journaled", "published"} <= group[0].outcome.keys():  # a kill in the window between them
                     window = sum(f.outcome["journaled"] and not f.outcome["published"] for f in group)
-                    out.append(f"{label}: stopped with the shot journaled, its hit not out {window}/{len(group)}")
+                    what = "the shot journaled, its hit" if label == KILLS["journal"] else "it journaled, its results"
+                    out.append(f"{label}: stopped with {what} not out {window}/{len(group)}")
                 elif "late_s" in group[0].outcome:
                     late = max(f.outcome["late_s"] for f in group)
                     counted = sum(not f.violations for f in group)
