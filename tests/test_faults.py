@@ -1,7 +1,8 @@
 """A bounded sample of ``salvo stress chaos``: real referee processes killed,
-frozen, cut off from a restarted broker, their state files damaged and a
-second referee started beside them, with every published result judged by
-the harness's model. The full run is ``salvo stress chaos --own-broker``
+frozen, cut off from a restarted or frozen broker, their state files damaged
+or restored from a backup, a second referee started beside them or taking
+their arena over, with every published result judged by the harness's
+model. The full run is ``salvo stress chaos --own-broker``
 (docs/reliability.md); this one keeps CI under its budget."""
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from salvo.tools.chaos import SCENARIOS, Options, OwnBroker, run_chaos
 pytestmark = pytest.mark.broker
 
 #: The scenarios a sample covers, and the faults each must have injected;
-#: the volatile broker and the freeze run with ``pytest -m long``.
-LONG = ("broker-volatile", "freeze")
+#: the volatile broker, the freeze and the split brain (a minute: the frozen
+#: referee's will takes 45 s) run with ``pytest -m long``.
+LONG = ("broker-volatile", "freeze", "split")
 SAMPLE = [pytest.param(s, marks=pytest.mark.long) if s in LONG else s for s in SCENARIOS if s != "disk"]
 
 

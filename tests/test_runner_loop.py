@@ -9,6 +9,7 @@ import itertools
 import logging
 import random
 import socket
+import sqlite3
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ import pytest
 from paho.mqtt.enums import MQTTErrorCode
 
 from salvo.arena.arena import Log
-from salvo.arena.journal import StoreFailure
+from salvo.arena.journal import Store, StoreFailure
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Config, Event
 from salvo.net.link import RETRY_MAX_S, RETRY_MIN_S, Link, acknowledged
@@ -33,6 +34,7 @@ from salvo.referee.service import Referee
 from salvo.spec import crypto
 from salvo.spec.topics import Topics
 
+from kit import ArenaDriver
 from mosquitto import Mosquitto
 from mqttkit import Recorder, wait_until
 
@@ -350,3 +352,48 @@ def test_a_referee_over_tls_plays_a_salvo_of_messages(broker: Mosquitto, tmp_pat
     finally:
         rec.close()
         ref.stop()
+
+
+def test_a_published_backlog_is_marked_in_the_state_file_before_anything_else_happens(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """A restart's backlog can end a game: its last hits, then the reset to
+    a new lobby. Its published mark used to wait for the next journaled
+    event (a join, minutes later): a referee killed meanwhile published the
+    old game's hits again into the new lobby (salvo stress chaos, reset
+    scenario). The broker's PUBACKs for the backlog now put the mark in the
+    file at once."""
+    tag = uuid.uuid4().hex[:8]
+    prefix, key, path = f"b{tag}", crypto.load_or_create_referee_key(tmp_path / "k"), tmp_path / "state.db"
+    store = Store(path)
+    (arena,) = make_arenas([prefix], Config(), 1, key, store)
+    d = ArenaDriver(prefix=prefix)
+    d.game, d.arena = arena.game, arena
+    for name in ("alice", "bob"):
+        d.join(name)
+    last = max(store.record_many([(prefix, 1, event)]) for event in d.records)  # journaled, never published
+    store.close()  # (settled: the events are in SQLite)
+    again = Store(path)
+    arenas = make_arenas([prefix], Config(), 1, key, again)
+    assert arenas[0].backlog and arenas[0].backlog_to == last
+    ref = Referee(arenas, Broker.from_url(broker.url("referee")), client_id=f"mark-{tag}", journal=again)
+    ref.start()
+
+    def marked_first() -> bool:
+        """The mark is in the file, and no later event (the referee journals
+        a tick about a second after 'up') had to carry it there."""
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            (published,) = db.execute("SELECT published FROM arenas WHERE prefix = ?", (prefix,)).fetchone()
+            (newest,) = db.execute("SELECT MAX(id) FROM events").fetchone()
+        finally:
+            db.close()
+        assert newest == last, f"the backlog's mark reached the file only with a later event ({newest})"
+        return bool(published >= last)
+
+    try:
+        assert ref.wait_connected(10)
+        wait_until(marked_first, 5, "the backlog's published mark in the state file")
+    finally:
+        ref.stop()
+        again.close()

@@ -85,7 +85,7 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
 )
 @click.option(
     "--scenarios",
-    default="kill,freeze,broker,broker-volatile,disk,damage,second",
+    default="kill,freeze,broker,broker-volatile,disk,damage,second,split,reset,backup,stall",
     show_default=True,
     help="A comma-separated subset.",
 )
@@ -114,8 +114,11 @@ def stress_chaos(
     Three scripted teams whose fleets the harness knows play against a real
     referee process while it is killed (-9) at named points and at random
     instants, frozen (SIGSTOP), its broker restarted with and without
-    persistence, its disk filled, its state file damaged, and a second
-    referee started beside it. A model of the game predicts every published
+    persistence, its disk filled, its state file damaged, a second referee
+    started beside it, frozen past its last will while another takes its
+    arena over (split), killed between journaling a reset and publishing it
+    (reset), restarted on a restored backup or a copy of its live file
+    (backup), and its broker frozen for 6-15 s (stall). A model of the game predicts every published
     topic and judges what a watcher saw. Prints runs / survived / lost per
     fault and every violation with the messages around it; exits 1 on any
     violation. The login must be allowed everything; the disk scenario

@@ -172,6 +172,8 @@ class Dispatcher(abc.ABC):
         #: id they complete; then the journal marks them published.
         self._unacked: collections.deque[tuple[int, list[paho.MQTTMessageInfo]]] = collections.deque()
         self._mark = 0  # the journal id the batch being built completes, without records of its own
+        #: The journal id a restart's backlog ends at, until the broker has it all (see _note_published).
+        self._backlog_end = 0
         #: This referee's lease came back from the broker: from then on
         #: another lease means the arena was taken over.
         self._lease_echoed = False
@@ -336,6 +338,13 @@ class Dispatcher(abc.ABC):
             last = unacked.popleft()[0]
         if last and journal is not None:
             journal.mark_published(self.arena.topics.prefix, last)
+            if self._backlog_end and last >= self._backlog_end:
+                # A mark is written with the next settle, which may be the next
+                # join minutes later; killed meanwhile, the referee would publish
+                # the backlog again, and a backlog can end a game: its last hits
+                # would then go out after the new lobby. Written now.
+                self._backlog_end = 0
+                self.loop.call_when_idle(journal.settle)
 
     def _check_lease(self, payload: bytes) -> None:
         """A lease on this arena. A newer one than this referee's (a higher

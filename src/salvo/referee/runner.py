@@ -548,6 +548,7 @@ class ArenaRunner(Dispatcher):
         backlog, self.arena.backlog = self.arena.backlog, []
         self._outbox += backlog
         self._mark = self.arena.backlog_to
+        self._backlog_end = self.arena.backlog_to if backlog else 0
         self._execute(list(self.arena.presence()))
         self._flush()
         self._connected_at = self._clock()

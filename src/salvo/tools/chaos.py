@@ -21,6 +21,11 @@ predicts and judges):
   deleted: after a kill, or under the running referee (then kill -9 or SIGTERM).
 * ``second``: a second referee (the same state file, the same key and so
   client id, another key), before and during a game.
+* ``split``, ``reset``, ``backup``, ``stall`` (:mod:`salvo.tools.chaosfaults`): a
+  referee frozen past its last will while another takes its arena over, then
+  woken; kill -9 between journaling the reset and publishing it; a backup
+  restored under a broker that is ahead of it, and a copy of the live file
+  started beside its referee; the broker frozen (SIGSTOP) for 6-15 s.
 
 Violations (the model's verdict): a prediction never published (lost), a
 result cleared or going back (undone), a wrong result, an error report to a
@@ -40,137 +45,38 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from salvo.net.mqtt import Broker
+from salvo.tools import chaosfaults
 from salvo.tools.chaosdriver import (
     DAMAGES,
     KILLS,
     SECONDS,
     WHEN,
     ChaosReferee,
-    Fault,
     GiveUp,
     Options,
     OwnBroker,
-    Restartable,
     Run,
     Stalled,
 )
+from salvo.tools.chaosgames import Plan, Report, play_games
 
 __all__ = ["SCENARIOS", "Options", "OwnBroker", "Report", "run_chaos"]
 
-SCENARIOS = ("kill", "freeze", "broker", "broker-volatile", "disk", "damage", "second")
-Plan = dict[tuple[str, int], str]
-
-
-@dataclass
-class Report:
-    faults: dict[str, list[Fault]] = field(default_factory=dict)  # by scenario
-    violations: list[str] = field(default_factory=list)  # each with the messages around it
-    skipped: dict[str, str] = field(default_factory=dict)
-    games: dict[str, int] = field(default_factory=dict)
-
-    def add(self, scenario: str, run: Run) -> None:
-        faults = run.close()
-        self.faults.setdefault(scenario, []).extend(faults)
-        self.games[scenario] = self.games.get(scenario, 0) + run.games
-        log, t0 = run.watch.messages, run.watch.messages[0].at if run.watch.messages else 0.0
-        for f in faults:
-            for v in f.violations:
-                lines = [f"[{scenario}] {f.label}: {v.kind}: {v.text}"]
-                for i in range(max(0, v.at - 8), min(len(log), v.at + 3)):
-                    m = log[i]
-                    lines.append(f"  {'>>' if i == v.at else '  '} +{m.at - t0:8.3f}s {m.topic} {m.text[:110]}")
-                self.violations.append("\n".join(lines))
-
-    def rows(self) -> list[tuple[str, int, int, int]]:
-        """(fault, runs, survived, lost): lost = something acknowledged never published."""
-        rows: dict[str, list[int]] = {}
-        for faults in self.faults.values():
-            for f in faults:
-                row = rows.setdefault(f.label, [0, 0, 0])
-                row[0] += 1
-                row[1] += not f.violations
-                row[2] += any(v.kind == "lost" for v in f.violations)
-        return [(label, *row) for label, row in rows.items()]  # type: ignore[misc]
-
-    def notes(self) -> list[str]:
-        """What the outcomes say, fault by fault (exit codes, messages, timings)."""
-        out = []
-        for faults in self.faults.values():
-            by: dict[str, list[Fault]] = {}
-            for f in faults:
-                if f.outcome:
-                    by.setdefault(f.label, []).append(f)
-            for label, group in by.items():
-                if label == KILLS["journal"]:
-                    window = sum(f.outcome["journaled"] and not f.outcome["published"] for f in group)
-                    out.append(f"{label}: stopped with the shot journaled, its hit not out {window}/{len(group)}")
-                elif "late_s" in group[0].outcome:
-                    late = max(f.outcome["late_s"] for f in group)
-                    counted = sum(not f.violations for f in group)
-                    out.append(
-                        f"{label}: salvos sent up to {late:.2f} s past the deadline counted {counted}/{len(group)}"
-                    )
-                else:
-                    seen = sorted({", ".join(f"{k}={v}" for k, v in f.outcome.items()) for f in group})
-                    out.append(f"{label}: " + " || ".join(s[:300] for s in seen[:3]))
-        return out
-
-    def text(self) -> str:
-        width = max([len(r[0]) for r in self.rows()] + [10])
-        lines = [f"{'fault':<{width}}  runs  survived  lost"]
-        lines += [f"{label:<{width}}  {n:>4}  {ok:>8}  {lost:>4}" for label, n, ok, lost in self.rows()]
-        lines.append("games: " + ", ".join(f"{s} {n}" for s, n in self.games.items()))
-        lines += [f"skipped {s}: {why}" for s, why in self.skipped.items()]
-        lines += self.notes()
-        lines.append(f"violations: {len(self.violations)}")
-        return "\n".join(lines + self.violations)
-
-
-def _games(
-    o: Options,
-    rep: Report,
-    scenario: str,
-    plan: Callable[[Run], Plan],
-    inject: Callable[[Run, str], None],
-    more: Callable[[int, int], bool],
-    *,
-    turn_timeout: float = 30.0,
-    background: Callable[[Run, threading.Event], None] | None = None,
-    broker: tuple[Broker, Restartable] | None = None,
-    prepare: Callable[[Run], None] | None = None,
-) -> None:
-    """Games in one arena while ``more(games, faults)``; after a stall, on in a
-    new arena (three at most)."""
-    games = faults = 0
-    for k in range(3):
-        run = Run(o, scenario, k, turn_timeout, broker[0] if broker else None)
-        run.inject, run.restartable = inject, broker[1] if broker else None
-        stop, threads = threading.Event(), []
-        try:
-            if prepare:
-                prepare(run)
-            if (code := run.start()) is not None:
-                raise Stalled(f"the referee exited with {code}: {run.ref.tail()}")
-            if background:
-                threads.append(threading.Thread(target=background, args=(run, stop), daemon=True))
-                threads[0].start()
-            while more(games + run.games, faults + len(run.faults)):
-                run.at = plan(run)
-                run.play_game()
-            return
-        except Stalled as exc:
-            if not any(v.text == str(exc) for v in run.found):
-                run.violation("stalled", str(exc))
-        finally:
-            stop.set()
-            for th in threads:
-                th.join(70)
-            games, faults = games + run.games, faults + len(run.faults)
-            rep.add(scenario, run)
+SCENARIOS = (
+    "kill",
+    "freeze",
+    "broker",
+    "broker-volatile",
+    "disk",
+    "damage",
+    "second",
+    "split",
+    "reset",
+    "backup",
+    "stall",
+)
 
 
 # -- kill -9 ------------------------------------------------------------------------
@@ -218,7 +124,7 @@ def _random_kills(run: Run, stop: threading.Event) -> None:
 
 
 def _kill(o: Options, rep: Report) -> None:
-    _games(o, rep, "kill", _kill_plan, _kill_at, lambda g, f: g < o.games or f < o.kills, background=_random_kills)
+    play_games(o, rep, "kill", _kill_plan, _kill_at, lambda g, f: g < o.games or f < o.kills, background=_random_kills)
 
 
 # -- freeze -------------------------------------------------------------------------
@@ -257,7 +163,7 @@ def _random_freezes(run: Run, stop: threading.Event) -> None:
 
 
 def _freeze(o: Options, rep: Report) -> None:
-    _games(
+    play_games(
         o,
         rep,
         "freeze",
@@ -321,7 +227,7 @@ def _broker(o: Options, rep: Report, persistence: bool) -> None:
         return {("turn", a): "between", ("shot", 10 * (a + 1) + 2): "mid", ("shot", 10 * (a + 3) + 1): "long"}
 
     with o.own_broker(persistence) as broker:
-        _games(o, rep, scenario, plan, _broker_at, lambda g, _f: g < o.games, turn_timeout=4.0, broker=broker)
+        play_games(o, rep, scenario, plan, _broker_at, lambda g, _f: g < o.games, turn_timeout=4.0, broker=broker)
 
 
 # -- a full disk --------------------------------------------------------------------
@@ -391,7 +297,7 @@ def _disk(o: Options, rep: Report) -> None:
     if why is None:
         _umount(probe)
         plan: Callable[[Run], Plan] = lambda run: {("turn", run.rng.randint(3, 7)): "fill"}  # noqa: E731
-        _games(o, rep, "disk", plan, _disk_at, lambda g, _f: g < o.games, prepare=_disk_prepare)
+        play_games(o, rep, "disk", plan, _disk_at, lambda g, _f: g < o.games, prepare=_disk_prepare)
     else:
         rep.skipped["disk"] = f"cannot mount a tmpfs for the state file (needs root): {why}"
     shutil.rmtree(probe, ignore_errors=True)
@@ -457,7 +363,7 @@ def _damage(o: Options, rep: Report) -> None:
         final.clear()
         return {}
 
-    _games(o, rep, "damage", plan, _damage_at, lambda _g, _f: bool(variants or final))
+    play_games(o, rep, "damage", plan, _damage_at, lambda _g, _f: bool(variants or final))
 
 
 # -- a second referee ---------------------------------------------------------------
@@ -490,7 +396,7 @@ def _second_at(run: Run, action: str) -> None:
 
 def _second(o: Options, rep: Report) -> None:
     plan: Callable[[Run], Plan] = lambda run: {("game", 0): "lobby", ("turn", run.rng.randint(2, 5)): "turn"}  # noqa: E731
-    _games(o, rep, "second", plan, _second_at, lambda g, _f: g < o.games)
+    play_games(o, rep, "second", plan, _second_at, lambda g, _f: g < o.games)
 
 
 RUNNERS: dict[str, Callable[[Options, Report], None]] = {
@@ -501,6 +407,7 @@ RUNNERS: dict[str, Callable[[Options, Report], None]] = {
     "disk": _disk,
     "damage": _damage,
     "second": _second,
+    **chaosfaults.RUNNERS,
 }
 
 

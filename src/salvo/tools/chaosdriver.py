@@ -341,13 +341,14 @@ class Run:
                 raise Stalled("the referee never came back up")
             with self.lock:
                 if self.up.is_set():
-                    fault = self._kill(label)
+                    fault = self.kill_only(label)
                     break
         delay = self.bg.uniform(0, 0.8) if down is None else down
         threading.Thread(target=self._restart, args=(delay,), daemon=True).start()
         return fault
 
-    def _kill(self, label: str) -> Fault:
+    def kill_only(self, label: str) -> Fault:
+        """kill -9 now, without starting it again (the caller does, or not)."""
         self.up.clear()
         code = self.ref.kill9()
         fault = self.fault(label)
@@ -530,8 +531,7 @@ class Run:
             raise
         finally:
             end = self.cut if self.cut is not None else self.watch.mark()
-            with self.watch._cond:  # noqa: SLF001 (the watcher's lock: its log copied at once)
-                log = list(self.watch.messages)
+            log = self.watch.messages  # (a copy, taken under the watcher's lock)
             self.found += check(model, log, start, end, self.prefix, complete=complete, loose=frozenset(self.loose))
 
     def salvo(self, n: int, key: bytes, target: str, cells: list[tuple[int, int]], over: bool) -> None:

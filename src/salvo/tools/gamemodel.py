@@ -210,6 +210,7 @@ class _Judge:
         self.used: dict[int, set[Cell]] = {}
         self.first: dict[str, int] = {}  # where each result was first seen
         self.latest: dict[str, str] = {}  # each retained topic's last non-empty value
+        self.last_hits = ""  # the last /game/hits that had its salvo record
 
     def bad(self, kind: str, text: str, i: int) -> None:
         self.out.append(Violation(kind, text, i))
@@ -246,7 +247,8 @@ class _Judge:
         elif topic == t.game_id:
             if self.game_id and text != self.game_id and not self._resetting(m):
                 bad("wrong", f"game id changed from {self.game_id} to {text} before the reset", i)
-            self.game_id = self.game_id or text
+            # the next game's id once the reset is due: a restart publishes it again after the lobby
+            self.game_id = text if self._resetting(m) else self.game_id or text
         elif topic == t.deadline:
             if json.loads(text).get("phase") == "reset":
                 self.reset_at = float(json.loads(text)["at"])
@@ -262,10 +264,13 @@ class _Judge:
             # only the last value of a retained topic (the salvo record): a
             # /game/hits with another after it before the record was superseded.
             superseded = at is not None and any(self.log[k].topic == t.hits for k in range(i + 1, at))
+            if after is None and self._resetting(m) and text == self.last_hits:
+                return  # the last salvo's, published again by a restart after its record was cleared
             if after is None or (str(after["hits"]) != text and not superseded):
                 bad("wrong", f"/game/hits {text} but the next salvo record says {after}", i)
             else:
                 self.first.setdefault(f"hits{after['turn']}", i)
+                self.last_hits = text
         elif rel.endswith("/hit"):
             self._hit(i, m, rel.split("/")[2])
         elif rel.endswith(("/sunk", "/defeated")):
