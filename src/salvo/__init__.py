@@ -6,10 +6,14 @@ __all__ = ["__version__"]
 
 
 def __getattr__(name: str) -> str:
-    # The installed distribution's version, the one source (pyproject.toml);
-    # read on first use so that importing salvo stays cheap.
+    # The installed distribution's version, the one source (pyproject.toml):
+    # salvo, or the team's install salvo-sdk (sdk/pyproject.toml reads the
+    # same line); read on first use so that importing salvo stays cheap.
     if name == "__version__":
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
-        return version("salvo")
+        try:
+            return version("salvo")
+        except PackageNotFoundError:
+            return version("salvo-sdk")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

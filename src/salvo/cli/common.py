@@ -1,6 +1,11 @@
 """What every ``salvo`` command shares: the exit codes and the exceptions
 that carry them, logging set-up, and the broker, arena and referee options.
 
+It imports nothing above the SDK's layers, not even lazily: the team's
+install (sdk/pyproject.toml) carries it for ``salvo bot``. What the
+referee's and the director's commands share beyond options is
+:mod:`salvo.cli.serve`.
+
 Domain failures are classified by class (:mod:`salvo.failures`); the main
 group turns any that reaches it into its exit code (:func:`exit_for`).
 """
@@ -22,7 +27,6 @@ import click
 from salvo.failures import BrokerRefusal, Failure, LocalFailure
 
 if TYPE_CHECKING:
-    from salvo.game.events import Config
     from salvo.net.mqtt import Broker
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -190,30 +194,6 @@ def stop_on_signals(on_stop: Callable[[], object] | None = None) -> threading.Ev
     return stop
 
 
-def check_acl(acl: Path | None, prefixes: list[str]) -> None:
-    """Refuse (usage error) arenas the broker's ACL does not open to teams:
-    their joins and shots would be dropped by the broker, and the teams would
-    wait in silence. No ACL given: nothing to check."""
-    if acl is None:
-        return
-    from salvo.organiser.teams import acl_arenas
-
-    if not acl.exists():
-        raise click.UsageError(f"no broker ACL at {acl} (salvo teams referee/add write it)")
-    opened = acl_arenas(acl)
-    if opened is None:
-        return  # "arenas: any"
-    missing = [p or "(no prefix)" for p in prefixes if p not in opened]
-    if missing:
-        raise click.UsageError(
-            f"the broker's ACL {acl} opens {', '.join(opened) or 'no arena'} to teams, not {', '.join(missing)}:"
-            " teams could not play there. Run only the arenas it opens, or open these too: with compose,"
-            " docker compose run --rm salvo teams acl (it reads SALVO_ARENAS), then docker compose kill -s HUP"
-            f" mosquitto; natively, salvo teams acl --arenas {','.join(p or '-' for p in prefixes)} --passwd"
-            f" PASSWD --acl {acl}, then SIGHUP mosquitto"
-        )
-
-
 def parse_broker(url: str, username: str | None, password: str | None) -> Broker:
     from salvo.net.mqtt import Broker
 
@@ -266,13 +246,3 @@ def arena_prefixes(prefix: str, arenas: str | None) -> list[str]:
     if len(set(names)) != len(names):
         raise click.BadParameter("arena prefixes must differ", param_hint="--arenas")
     return names
-
-
-def game_config(*args: Any) -> Config:
-    """The engine's settings from the timing options (inconsistent ones: usage error)."""
-    from salvo.game.events import Config
-
-    try:
-        return Config(*args)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None

@@ -13,8 +13,6 @@ from salvo.cli.common import (
     acl_option,
     arena_prefixes,
     broker_option,
-    check_acl,
-    game_config,
     health_file_option,
     key_file_option,
     log_level_option,
@@ -24,6 +22,7 @@ from salvo.cli.common import (
     setup_logging,
     stop_on_signals,
 )
+from salvo.cli.serve import check_acl, game_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable
