@@ -342,8 +342,11 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_the_service_command_parses_with_the_salvo_cli(
-    service: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    service: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # (the options' callbacks may make what a path names, e.g. the console's
+    # certificate under data/: relative to a scratch directory, not the checkout)
+    monkeypatch.chdir(tmp_path)
     svc = _interpolate(COMPOSE_RAW, {**_dot_env(), **extra})["services"][service]
     env = {k: str(v) for k, v in svc["environment"].items()}
     command, args = _resolve(svc["command"])
