@@ -121,7 +121,7 @@ def _tolerate(run: Run) -> None:
         if not (m.topic.startswith(f"/{run.prefix}/players/") and m.topic.endswith("/error")):
             return False
         with_ids = json.loads(m.text)
-        named = re.findall(r"previous game '([^']+)'", str(with_ids.get("error", "")))
+        named = re.findall(r"(?:previous|earlier) game '([^']+)'", str(with_ids.get("error", "")))
         return (
             with_ids.get("code") == "wrong_game"
             and str(with_ids.get("topic", "")).endswith("/fire")
