@@ -335,6 +335,7 @@ class Run:
         #: a scenario's documented tolerance: a verdict of the model it does not count (kept in ``tolerated``)
         self.tolerate: Callable[[Violation], bool] = lambda _v: False
         self.tolerated: list[Violation] = []
+        self.unordered = False  # a salvo's shots may be numbered in another order (check's unordered)
         self.game_start = 0
 
     # -- the referee ---------------------------------------------------------------------
@@ -551,7 +552,8 @@ class Run:
         finally:
             end = self.cut if self.cut is not None else self.watch.mark()
             log = self.watch.messages  # (a copy, taken under the watcher's lock)
-            for v in check(model, log, start, end, self.prefix, complete=complete, loose=frozenset(self.loose)):
+            loose, unordered = frozenset(self.loose), self.unordered
+            for v in check(model, log, start, end, self.prefix, complete=complete, loose=loose, unordered=unordered):
                 (self.tolerated if self.tolerate(v) else self.found).append(v)
 
     def salvo(self, n: int, key: bytes, target: str, cells: list[tuple[int, int]], over: bool) -> None:

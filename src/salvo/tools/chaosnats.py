@@ -31,6 +31,12 @@ allowance with its reason:
   the previous game), not the room: that report is for a message the team
   did send, so it is counted as tolerated, not as a violation (any other
   error report still is);
+* the shots of a salvo caught by a node's loss may reach the referee in
+  another order than they were sent (the fires in flight come again after
+  the reconnect, or after ack_wait, behind later ones): the referee numbers
+  shots as they arrive, so a hit may carry another shot number than the
+  team's order. Every shot must still have exactly one hit, on a cell of
+  the salvo, and the salvo record its count (check's ``unordered``);
 * the turn timeout is 45 s, above that 30 s redelivery (a shot in flight at
   a random kill arrives only then; the time the referee is away is given
   back to the turn anyway).
@@ -150,6 +156,7 @@ def _nats(o: Options, rep: Report) -> None:
             run.watch = Watcher(judge, run.prefix, teams=teams)
             run.ref = ChaosReferee(referee, run.prefix, run.flags, run.dir)
             _tolerate(run)
+            run.unordered = True
 
         def plan(run: Run) -> Plan:
             # one chosen kill a game, the three kinds in turn (and random ones beside)
