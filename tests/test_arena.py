@@ -262,6 +262,47 @@ def test_a_shot_of_the_previous_game_delivered_late_goes_to_its_sender_not_to_ev
     assert list(d.errors(d.send(d.t.fire(target), json.dumps(forged)))) == [d.t.errors]
 
 
+def _play_out(d: ArenaDriver, fleets: dict[str, dict[str, Placement]]) -> None:
+    """Every turn hits the target's ships until one fleet is gone; then the reset."""
+    a, b = fleets
+    todo = {n: all_cells(f) for n, f in fleets.items()}
+    while d.game.phase is Phase.TURN:
+        cur = d.game.current
+        assert cur is not None
+        tgt = b if cur == a else a
+        taken = set(all_cells(fleets[tgt]))
+        sea = next((x, y) for y in range(10) for x in range(10) if (x, y) not in taken)
+        for _ in range(d.game.allowed):
+            d.fire(cur, tgt, *(todo[tgt].pop() if todo[tgt] else sea))
+    d.now += 2
+    d.run(d.arena.on_tick(d.now))
+
+
+def test_a_shot_of_a_game_two_games_back_delivered_late_goes_to_its_sender_not_to_everybody() -> None:
+    """JetStream redelivers an unacknowledged shot 30 s after a node fails;
+    games of a few seconds go by meanwhile (salvo stress chaos --scenarios
+    nats saw a shot of game 2 refused in game 5 as a public bad_signature).
+    The keys of the last games tell it from a forgery."""
+    d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    shooter = d.game.current
+    assert shooter is not None
+    target = "bob" if shooter == "alice" else "alice"
+    first = d.game.game_id
+    late = d.signed_fire(shooter, target, 9, 9)  # in flight when the node failed
+    _play_out(d, {"alice": ROWS, "bob": COLUMNS})
+    for pair in (("carol", "dave"), ("erin", "frank")):  # two games of other teams
+        d.start({pair[0]: ROWS, pair[1]: COLUMNS})
+        _play_out(d, {pair[0]: ROWS, pair[1]: COLUMNS})
+    d.start({"gina": ROWS, "hank": COLUMNS})
+    before = d.game.snapshot()
+    out = d.send(d.t.fire(target), late)
+    assert list(d.errors(out)) == [d.t.player_error(shooter)]  # nothing on /game/errors
+    report = d.errors(out)[d.t.player_error(shooter)]
+    assert report["code"] == "wrong_game" and repr(first) in report["error"]
+    assert d.game.snapshot() == before
+
+
 # -- joins ---------------------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
 """A bounded sample of ``salvo stress chaos``: real referee processes killed,
 frozen, cut off from a restarted or frozen broker, their state files damaged
 or restored from a backup, a second referee started beside them or taking
-their arena over, with every published result judged by the harness's
-model. The full run is ``salvo stress chaos --own-broker``
+their arena over, nodes of a NATS cluster killed under them (``-m long``),
+with every published result judged by the harness's model. The full run is ``salvo stress chaos --own-broker``
 (docs/reliability.md); this one keeps CI under its budget."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.broker
 #: the volatile broker, the freeze and the split brain (a minute: the frozen
 #: referee's will takes 45 s) run with ``pytest -m long``.
 LONG = ("broker-volatile", "freeze", "split")
-SAMPLE = [pytest.param(s, marks=pytest.mark.long) if s in LONG else s for s in SCENARIOS if s != "disk"]
+SAMPLE = [pytest.param(s, marks=pytest.mark.long) if s in LONG else s for s in SCENARIOS if s not in ("disk", "nats")]
 
 
 @pytest.mark.parametrize("scenario", SAMPLE)
@@ -42,3 +42,19 @@ def test_a_full_disk_stops_the_referee_with_exit_4_and_it_continues_once_freed(t
     if "disk" in report.skipped:
         pytest.skip(report.skipped["disk"])
     assert report.faults.get("disk") and report.violations == [], report.text()
+
+
+@pytest.mark.long
+def test_a_referee_on_a_nats_cluster_survives_losing_nodes_under_it_and_its_teams(tmp_path: Path) -> None:
+    """Three games (one chosen node kill each: under the referee, under the
+    teams, between turns) and random kills beside them, on a three-node
+    NATS cluster the scenario starts (a minute or two)."""
+    with OwnBroker.running() as (broker, _own):  # unused by the scenario: Options needs one
+        options = Options(broker, tmp_path, seed=41, games=3, kills=4, sample=True)
+        report = run_chaos(options, ["nats"])
+    if "nats" in report.skipped:
+        if os.environ.get("SALVO_REQUIRE_NATS"):
+            pytest.fail(report.skipped["nats"])
+        pytest.skip(report.skipped["nats"])
+    assert len(report.faults.get("nats", [])) >= 4, report.text()
+    assert report.violations == [], report.text()

@@ -452,11 +452,13 @@ class Arena:
         raw = crypto.decode_box(signed.signature, "signature")
         found = crypto.identify(raw, game.signers())
         if found is None:
-            if (earlier := crypto.identify(raw, game.earlier_signers())) is not None:
-                # A shot of the game before, delivered late: its sender's
-                # own business, not a public forgery alarm.
-                err = Illegal(Code.WRONG_GAME, f"wrong game: a shot of the previous game {game.earlier[0]!r}")
-                return self._report(topic, route, err, self.topics.player_error(earlier[0]))
+            for k, (game_id, keys) in enumerate(game.earlier_signers()):
+                if (earlier := crypto.identify(raw, keys)) is not None:
+                    # A shot of a game before, delivered late: its sender's
+                    # own business, not a public forgery alarm.
+                    which = "the previous game" if k == 0 else "an earlier game"
+                    err = Illegal(Code.WRONG_GAME, f"wrong game: a shot of {which} {game_id!r}")
+                    return self._report(topic, route, err, self.topics.player_error(earlier[0]))
             raise Illegal(Code.BAD_SIGNATURE, "signature does not open with the key of any player of this game")
         sender, plaintext = found
         nonce = crypto.nonce_of(raw)

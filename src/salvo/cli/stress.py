@@ -87,7 +87,7 @@ def stress_flood(broker: str, username: str | None, password: str | None, rate: 
     "--scenarios",
     default="kill,freeze,broker,broker-volatile,disk,damage,second,split,reset,backup,stall",
     show_default=True,
-    help="A comma-separated subset.",
+    help="A comma-separated subset; nats (opt-in: a three-node NATS cluster started for it, minutes a game) too.",
 )
 @click.option(
     "--workdir",
@@ -118,11 +118,13 @@ def stress_chaos(
     started beside it, frozen past its last will while another takes its
     arena over (split), killed between journaling a reset and publishing it
     (reset), restarted on a restored backup or a copy of its live file
-    (backup), and its broker frozen for 6-15 s (stall). A model of the game predicts every published
+    (backup), and its broker frozen for 6-15 s (stall); opt-in, on a
+    three-node NATS cluster started for the run, the node under the referee
+    or the teams killed (nats). A model of the game predicts every published
     topic and judges what a watcher saw. Prints runs / survived / lost per
     fault and every violation with the messages around it; exits 1 on any
     violation. The login must be allowed everything; the disk scenario
-    mounts a tmpfs (root) and is skipped otherwise.
+    mounts a tmpfs (root) and is skipped otherwise, nats without nats-server.
     """
     import shutil
     import tempfile

@@ -113,6 +113,9 @@ BURN_CAP: Final = 1000
 #: room to change one's mind, but not a flood of moves, each of which would
 #: be journaled and remembered.
 PLACEMENTS_CAP: Final = 100
+#: Games whose players' keys tell a late shot (a clustered broker's
+#: redelivery, 30 s after a node fails) from a forgery: see ``_reset``.
+EARLIER_GAMES: Final = 8
 
 
 #: The seed of an arena whose first players are drawn from its secret id key.
@@ -158,8 +161,8 @@ class Game:
         self._given_id = (game_no, game_id) if game_id is not None else None
         #: game_no's draw as given (a replay of an exported game of a KEYED_DRAW arena)
         self._given_draw = (game_no, draw) if draw is not None else None
-        #: The previous game's id and its players' keys (:meth:`earlier_signers`).
-        self.earlier: tuple[str, dict[str, bytes]] = ("", {})
+        #: The ids and players' keys of the games before, newest first (:meth:`earlier_signers`).
+        self.earlier: list[tuple[str, dict[str, bytes]]] = []
         #: What the game holds retained on the broker; cleared at reset.
         self.retained = Retained()
         # Nothing is published at construction: the protocol layer publishes
@@ -215,9 +218,10 @@ class Game:
             if name != current:
                 yield name, player.key
 
-    def earlier_signers(self) -> Iterator[tuple[str, bytes]]:
-        """The keys of the previous game's players (none before a reset)."""
-        return iter(self.earlier[1].items())
+    def earlier_signers(self) -> Iterator[tuple[str, Iterator[tuple[str, bytes]]]]:
+        """The games before this one, newest first: each id and its players'
+        keys (none before a reset)."""
+        return ((game_id, iter(keys.items())) for game_id, keys in self.earlier)
 
     def nonce_seen(self, player: str, nonce: bytes) -> str | bool | None:
         """Where ``player``'s signature was taken (a shot's target, a
@@ -614,7 +618,12 @@ class Game:
         # A shot of the game that ends may still be delivered (a clustered
         # broker redelivers an unacknowledged one after a node fails):
         # its players' keys tell it from a forgery (see earlier_signer).
-        self.earlier = (self.game_id, {name: p.key for name, p in self.players.items()})
+        # JetStream redelivers it ack_wait (30 s) after the node failed, and
+        # short games (a few seconds each) go by meanwhile: not just the
+        # previous game's keys, the last EARLIER_GAMES games'. (A bound: a
+        # forgery costs one more microsecond try per key.)
+        keys = {name: p.key for name, p in self.players.items()}
+        self.earlier = [(self.game_id, keys), *self.earlier][:EARLIER_GAMES]
         for topic in [topic for topic in self.retained if topic not in (t.state, t.game_id)]:
             self.retained.put(out, topic, "")
         self.game_no += 1

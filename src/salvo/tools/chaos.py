@@ -26,6 +26,10 @@ predicts and judges):
   woken; kill -9 between journaling the reset and publishing it; a backup
   restored under a broker that is ahead of it, and a copy of the live file
   started beside its referee; the broker frozen (SIGSTOP) for 6-15 s.
+* ``nats`` (:mod:`salvo.tools.chaosnats`, opt-in): a three-node NATS cluster
+  (JetStream, MQTT 3.1.1) started for the run; a node killed (-9) under the
+  referee mid-salvo, under the teams mid-salvo, between turns and at random
+  instants, and started again after 1-5 s. Skipped without ``nats-server``.
 
 Violations (the model's verdict): a prediction never published (lost), a
 result cleared or going back (undone), a wrong result, an error report to a
@@ -47,7 +51,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from salvo.tools import chaosfaults
+from salvo.tools import chaosfaults, chaosnats
 from salvo.tools.chaosdriver import (
     DAMAGES,
     KILLS,
@@ -76,6 +80,7 @@ SCENARIOS = (
     "reset",
     "backup",
     "stall",
+    "nats",
 )
 
 
@@ -408,6 +413,7 @@ RUNNERS: dict[str, Callable[[Options, Report], None]] = {
     "damage": _damage,
     "second": _second,
     **chaosfaults.RUNNERS,
+    **chaosnats.RUNNERS,
 }
 
 

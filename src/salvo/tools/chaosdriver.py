@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.net.mqtt import Broker, connect_async, new_client
+from salvo.net.mqtt import Broker, Client, connect_async, new_client, read_qos
 from salvo.net.watch import Msg
 from salvo.spec import crypto, payloads
 from salvo.spec.rules import Orientation, Placement
@@ -149,9 +149,11 @@ class Watcher:
     """Records every message of one arena, in order, on a persistent session
     (a broker restarted with persistence keeps what it queued for it), and
     publishes for the teams on the same connection (in order, queued while
-    the broker is away)."""
+    the broker is away), or on a connection of their own to ``teams`` (the
+    nats scenario: the teams on nodes that are killed, the watcher on one
+    that is not)."""
 
-    def __init__(self, broker: Broker, prefix: str) -> None:
+    def __init__(self, broker: Broker, prefix: str, teams: Broker | None = None) -> None:
         self.messages: list[Msg] = []
         self.subscribed = 0
         self._cond = threading.Condition()
@@ -163,13 +165,26 @@ class Watcher:
         self.client.on_message = self._on_message
         connect_async(self.client, broker, session_expiry_s=600)
         self.client.loop_start()
+        self.sender: Client = self.client
+        if teams is not None:
+            self.sender = new_client(teams, f"salvo-chaos-teams-{os.urandom(5).hex()}", persistent=True)
+            self.sender.reconnect_delay_set(1, 1)
+            connect_async(self.sender, teams, session_expiry_s=600)
+            self.sender.loop_start()
         with self._cond:
             if not self._cond.wait_for(lambda: self.subscribed > 0, 10):
                 raise ConnectionError(f"cannot watch {broker.url}")
 
-    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
-        if not rc.is_failure:
+    def _on_connect(self, client: Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
+        if rc.is_failure:
+            return
+        if client.mqtt5:
             client.subscribe(self._filter, options=SubscribeOptions(qos=1, retainAsPublished=True))
+        else:
+            # MQTT 3.1.1 (NATS): QoS 0, served by the watcher's own node (a
+            # QoS 1 subscription there is a JetStream consumer that may sit
+            # on another node and go silent when that node dies: read_qos).
+            client.subscribe(self._filter, read_qos(client))
 
     def _on_subscribe(self, *_a: Any) -> None:
         with self._cond:
@@ -182,7 +197,7 @@ class Watcher:
             self._cond.notify_all()
 
     def publish(self, topic: str, payload: str | bytes, retain: bool = False) -> paho.MQTTMessageInfo:
-        return self.client.publish(topic, payload, qos=1, retain=retain)
+        return self.sender.publish(topic, payload, qos=1, retain=retain)
 
     def mark(self) -> int:
         with self._cond:
@@ -211,8 +226,9 @@ class Watcher:
             return next((m for m in reversed(self.messages) if m.topic == topic), None)
 
     def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+        for client in {self.sender, self.client}:
+            client.disconnect()
+            client.loop_stop()
 
 
 def on(topic: str, *, equals: bytes | None = None, starts: bytes = b"", has: bytes = b"") -> Callable[[Msg], bool]:
@@ -316,6 +332,10 @@ class Run:
         self.cut: int | None = None  # where an abandoned game's log ends
         self.restartable: Restartable | None = None
         self.cleanup: list[Callable[[], None]] = []  # after the referee stopped
+        #: a scenario's documented tolerance: a verdict of the model it does not count (kept in ``tolerated``)
+        self.tolerate: Callable[[Violation], bool] = lambda _v: False
+        self.tolerated: list[Violation] = []
+        self.unordered = False  # a salvo's shots may be numbered in another order (check's unordered)
         self.game_start = 0
 
     # -- the referee ---------------------------------------------------------------------
@@ -532,7 +552,9 @@ class Run:
         finally:
             end = self.cut if self.cut is not None else self.watch.mark()
             log = self.watch.messages  # (a copy, taken under the watcher's lock)
-            self.found += check(model, log, start, end, self.prefix, complete=complete, loose=frozenset(self.loose))
+            loose, unordered = frozenset(self.loose), self.unordered
+            for v in check(model, log, start, end, self.prefix, complete=complete, loose=loose, unordered=unordered):
+                (self.tolerated if self.tolerate(v) else self.found).append(v)
 
     def salvo(self, n: int, key: bytes, target: str, cells: list[tuple[int, int]], over: bool) -> None:
         self.sent = []

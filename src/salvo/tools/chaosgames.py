@@ -21,12 +21,14 @@ class Report:
     violations: list[str] = field(default_factory=list)  # each with the messages around it
     skipped: dict[str, str] = field(default_factory=dict)
     games: dict[str, int] = field(default_factory=dict)
+    tolerated: list[str] = field(default_factory=list)  # verdicts a scenario documents as not a fault
 
     def add(self, scenario: str, run: Run) -> None:
         faults = run.close()
         self.faults.setdefault(scenario, []).extend(faults)
         self.games[scenario] = self.games.get(scenario, 0) + run.games
         log, t0 = run.watch.messages, run.watch.messages[0].at if run.watch.messages else 0.0
+        self.tolerated += [f"[{scenario}] {v.kind}: {v.text}" for v in run.tolerated]
         for f in faults:
             for v in f.violations:
                 lines = [f"[{scenario}] {f.label}: {v.kind}: {v.text}"]
@@ -77,6 +79,9 @@ class Report:
         lines.append("games: " + ", ".join(f"{s} {n}" for s, n in self.games.items()))
         lines += [f"skipped {s}: {why}" for s, why in self.skipped.items()]
         lines += self.notes()
+        if self.tolerated:
+            lines.append(f"tolerated (documented, not faults): {len(self.tolerated)}")
+            lines += [f"  {t[:300]}" for t in self.tolerated]
         lines.append(f"violations: {len(self.violations)}")
         return "\n".join(lines + self.violations)
 

@@ -177,6 +177,7 @@ def check(
     *,
     complete: bool = True,
     loose: frozenset[int] = frozenset(),
+    unordered: bool = False,
 ) -> list[Violation]:
     """Judge ``log[start:end]`` (one game, as a watcher of ``/<prefix>/#``
     recorded it) against ``model``. Republished copies must equal the first;
@@ -184,8 +185,12 @@ def check(
     due (the teams send only valid messages; probes carry a request id
     ``probe-...``). With ``complete`` (the game was played to its end) every
     prediction must have been published. In ``loose`` turns (a broker without
-    persistence restarted) hits may be missing and land in another order."""
-    judge = _Judge(model, log, prefix, loose, [i for i in range(start, end) if log[i].topic.endswith("/game/salvo")])
+    persistence restarted) hits may be missing and land in another order.
+    With ``unordered`` every shot must still have its hit, but a salvo's
+    shots may be numbered in another order than they were sent (a NATS
+    cluster redelivers what a lost node had in flight in its own order)."""
+    salvos = [i for i in range(start, end) if log[i].topic.endswith("/game/salvo")]
+    judge = _Judge(model, log, prefix, loose, salvos, unordered)
     for i in range(start, end):
         try:
             judge.see(i, log[i])
@@ -199,8 +204,16 @@ def check(
 class _Judge:
     """The state of :func:`check` along the log."""
 
-    def __init__(self, model: GameModel, log: Sequence[Msg], prefix: str, loose: frozenset[int], salvos: list[int]):
-        self.model, self.log, self.loose, self.salvo_at = model, log, loose, salvos
+    def __init__(
+        self,
+        model: GameModel,
+        log: Sequence[Msg],
+        prefix: str,
+        loose: frozenset[int],
+        salvos: list[int],
+        unordered: bool,
+    ):
+        self.model, self.log, self.loose, self.salvo_at, self.unordered = model, log, loose, salvos, unordered
         self.t, self.root = Topics(prefix), f"/{prefix}"
         self.out: list[Violation] = []
         self.state, self.game_id, self.reset_at = "lobby", "", float("inf")  # a game starts in the lobby
@@ -332,7 +345,7 @@ class _Judge:
         taken = self.used.setdefault(j["turn"], set())
         if plan is None or plan[0] != target or cell not in plan[1] or cell in taken:
             self.bad("wrong", f"hit {m.text} on {target}: the model planned {plan}", i)
-        elif j["turn"] not in self.loose and plan[1][j["shot"] - 1] != cell:
+        elif j["turn"] not in self.loose and not self.unordered and plan[1][j["shot"] - 1] != cell:
             self.bad("wrong", f"hit {m.text}: shot {j['shot']} of turn {j['turn']} was {plan[1][j['shot'] - 1]}", i)
         taken.add(cell)
 
