@@ -37,7 +37,7 @@ can take nothing over and say nothing):
 
 Two referees surveying at the same instant could both find the arena free;
 each then watches the lease, and the earlier claim yields to the later one
-(see ``ArenaRunner._check_lease``).
+(see ``batch.Dispatcher._check_lease``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ paho's callbacks (inside ``loop_read``) only hand messages to the arena's
 inbox; once the loop's reads are over the arena applies what was handed
 over as one batch (see :mod:`salvo.referee.batch`): journaled, then published,
 then acknowledged (manual QoS 1 acks: a message is acknowledged only once
-its outcome is durable, so a crash makes the broker redeliver it).
+its outcome is durable, so a crash makes the broker redeliver it). The
+runner composes that batch (``self.batch``, over an
+:class:`~salvo.referee.transport.MqttTransport`) and the dispatcher that
+fills it (``self.dispatcher``); it writes none of their state.
 
 Everything an arena waits for is a state, never a blocking call, so that no
 arena holds up another: *connecting*, *sweeping* (stale retained topics are
@@ -29,26 +32,30 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.arena.arena import Arena, Effect
+from salvo.arena.arena import Arena, DeriveKey, Effect
 from salvo.arena.journal import StoreFailure
 from salvo.net.link import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
 from salvo.net.loop import Handle, Loop, steady_time
 from salvo.net.mqtt import Broker, Client, connect_async, new_client
-from salvo.referee.admission import Registry
+from salvo.referee.admission import Registry, team_key
 from salvo.referee.batch import (
+    Batch,
     Connected,
     Control,
     Dispatcher,
     Fatal,
     Journal,
+    KeyDone,
     LeaseSeen,
     Message,
     OutConnected,
     ProbeSeen,
     Stop,
 )
+from salvo.referee.flood import LagClock
 from salvo.referee.ownership import Lease
 from salvo.referee.presence import Farewell, Sweep
+from salvo.referee.transport import MqttTransport
 
 log = logging.getLogger("salvo.referee")
 
@@ -93,7 +100,7 @@ class _State(enum.Enum):
 _ENDING: Final = (_State.STOPPING, _State.STOPPED)
 
 
-class ArenaRunner(Dispatcher):
+class ArenaRunner:
     """One arena on its MQTT connections, driven by a loop it shares with
     other arenas (its own when none is given: tests drive it by hand)."""
 
@@ -112,8 +119,14 @@ class ArenaRunner(Dispatcher):
         loop: Loop | None = None,
         on_stopped: Callable[[ArenaRunner], None] | None = None,
     ) -> None:
-        loop = loop if loop is not None else Loop()
-        super().__init__(arena, pool=pool, journal=journal, clock=clock, registry=registry, loop=loop)
+        self.arena = arena
+        self.name = arena.topics.prefix or "(default)"
+        self.loop = loop if loop is not None else Loop()
+        self._pool = pool
+        self._journal = journal
+        self._clock = clock
+        self._registry = registry
+        self._lag = LagClock()
         self._broker = broker
         self._expiry = session_expiry_s
         #: The session the broker kept is stale (the referee was away longer
@@ -166,6 +179,23 @@ class ArenaRunner(Dispatcher):
         self._pub = self._link(self.out, _PUBLISHING, on_read=self._after_out_read)
         # ``out`` first: its last will guards everything ``client`` triggers.
         self._links = (self._pub, self._sub)
+        self.batch = Batch(
+            t.prefix,
+            MqttTransport(self.out, self._pub, self.client),
+            journal,
+            when_idle=self.loop.call_when_idle,
+            behind=self._lag.behind,
+        )
+        self.dispatcher = Dispatcher(
+            arena,
+            self.batch,
+            clock=clock,
+            lag=self._lag,
+            derive=self._derive,
+            is_up=self.connected.is_set,
+            on_connected=self._sweep_after_connect,
+            halt=self._halt,
+        )
         self._sweep = Sweep(self.loop, t, self.client, name=self.name, on_over=self._kick, guard=self._guard)
         self._farewell = Farewell(
             self.loop,
@@ -431,6 +461,12 @@ class ArenaRunner(Dispatcher):
         self._high.append(item)
         self._kick()
 
+    def _derive(self, job: DeriveKey) -> None:
+        """A join's key, derived on the pool (argon2id, ~50 ms off the loop);
+        its outcome comes back through the inbox."""
+        future = self._pool.submit(team_key, self._registry, job)
+        future.add_done_callback(lambda done: self.loop.call_soon_threadsafe(self._enqueue, KeyDone(job, done)))
+
     def _kick(self) -> None:
         """Work through the inbox once the current callback is done (once for
         all the reads of this pass)."""
@@ -458,7 +494,7 @@ class ArenaRunner(Dispatcher):
 
     def _work(self) -> None:
         """Apply up to BATCH_MAX inbox items as one batch, then journal,
-        publish and acknowledge it (see _flush)."""
+        publish and acknowledge it (see Batch.flush)."""
         for _ in range(BATCH_MAX):
             if self._halting or self._state is _State.SWEEPING:
                 break
@@ -468,8 +504,8 @@ class ArenaRunner(Dispatcher):
                 item = self._low.popleft()
             else:
                 break
-            self._dispatch(item)
-        self._flush()
+            self.dispatcher.dispatch(item)
+        self.batch.flush()
 
     def _halt(self, fatal: Fatal | None) -> None:
         """Stop once the current batch is out: asked to (None), or for ``fatal``."""
@@ -485,22 +521,18 @@ class ArenaRunner(Dispatcher):
 
     def _housekeeping(self) -> None:
         now = self._clock()
-        self.rejections.roll(now)
+        self.dispatcher.rejections.roll(now)
         if self._state is _State.UP:
             self._send_probe(now)
             self._lag.window(now)
         if self._state is _State.UP and (extension := self._lag.extension(self.arena.game, now)):
-            self._execute(self.arena.extend(extension, now))
-            self._flush()
+            self.dispatcher.apply(self.arena.extend(extension, now))
+            self.batch.flush()
             self._arm_timer()
         self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
 
-    @property
-    def is_up(self) -> bool:
-        return self.connected.is_set()
-
     def _after_out_read(self) -> None:
-        self._note_published()
+        self.batch.note_published()
         if self._high:  # (OutConnected)
             self._kick()
         if self._state is _State.STOPPING:
@@ -546,11 +578,9 @@ class ArenaRunner(Dispatcher):
         t = self.arena.topics
         self._sweep.finish(self.out, keep={*self.arena.game.retained, t.server, t.pubkey})
         backlog, self.arena.backlog = self.arena.backlog, []
-        self._outbox += backlog
-        self._mark = self.arena.backlog_to
-        self._backlog_end = self.arena.backlog_to if backlog else 0
-        self._execute(list(self.arena.presence()))
-        self._flush()
+        self.batch.republish(backlog, self.arena.backlog_to)
+        self.dispatcher.apply(list(self.arena.presence()))
+        self.batch.flush()
         self._connected_at = self._clock()
         self._lag.reset()
         self._state = _State.UP
@@ -560,8 +590,8 @@ class ArenaRunner(Dispatcher):
             cut = self._connected_at - self._lost_at
             self._lost_at = None
             if cut > EXTEND_AFTER_S:
-                self._execute(self.arena.extend(cut, self._connected_at))
-                self._flush()
+                self.dispatcher.apply(self.arena.extend(cut, self._connected_at))
+                self.batch.flush()
 
     # -- the arena's timers --------------------------------------------------------------
 
@@ -588,8 +618,8 @@ class ArenaRunner(Dispatcher):
             self._work()
         deadline, now = self.arena.next_deadline(), self._clock()
         if self._timer_due(deadline, now):
-            self._execute(self.arena.on_tick(now))
-            self._flush()
+            self.dispatcher.apply(self.arena.on_tick(now))
+            self.batch.flush()
         # held back, or the same deadline again: look again shortly
         self._arm_timer(recheck=self.arena.next_deadline() == deadline)
 
@@ -629,9 +659,7 @@ class ArenaRunner(Dispatcher):
         self._sweep.cancel()
         for name in ("_timer", "_chores"):
             self._cancel(name)
-        self._records.clear()
-        self._outbox.clear()
-        self._acks.clear()
+        self.batch.drop()
         if self._journal is not None:
             with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
                 self._journal.settle()
