@@ -22,7 +22,7 @@ from salvo.arena.arena import Arena, DeriveKey, Effect, Record
 from salvo.arena.journal import Store, StoreFailure
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Config, Tick
-from salvo.referee.batch import Batch, Dispatcher, KeyDone, Message
+from salvo.referee.batch import BATCH_MAX, QOS0_BACKLOG, Batch, Dispatcher, KeyDone, Message
 from salvo.referee.flood import BROKER_INFLIGHT, REPORTS_PER_S, LagClock
 from salvo.spec import crypto
 from salvo.spec.errors import Code, Illegal
@@ -280,4 +280,22 @@ def test_a_joins_acknowledgement_waits_until_its_key_derivation_is_journaled(tmp
     rig.batch.flush()
     assert rig.transport.acked[-1] == 9
     assert rig.timeline.index(("ack", 9)) > max(i for i, e in enumerate(rig.timeline) if e[0] == "publish")
+    rig.store.close()
+
+
+def test_a_qos0_flood_waits_behind_the_teams_and_is_dropped_beyond_its_cap(tmp_path: Path) -> None:
+    """QoS 0 messages are at most once anyway: beyond QOS0_BACKLOG they are
+    dropped, and they never delay a QoS 1 message or a control item."""
+    rig = Rig(tmp_path)
+    garbage = Message(T.request_participation, b"garbage", 0, 0, False)
+    for _ in range(QOS0_BACKLOG + 10):
+        rig.dispatcher.put_qos0(garbage)
+    assert rig.dispatcher.dropped == 10
+    rig.dispatcher.put(Message(T.request_participation, b"garbage", 42, 1, False))  # a team's, after the flood
+    rig.dispatcher.work(lambda: False)
+    assert rig.transport.acked == [42]  # first, in the first batch
+    assert rig.transport.topics.count(T.errors) == BATCH_MAX  # one batch is BATCH_MAX items
+    while rig.dispatcher.waiting:
+        rig.dispatcher.work(lambda: False)
+    assert rig.transport.acked == [42]  # QoS 0: nothing to acknowledge
     rig.store.close()

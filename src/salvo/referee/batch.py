@@ -26,6 +26,11 @@ from salvo.spec.payloads import Publish
 
 log = logging.getLogger("salvo.referee")
 
+#: QoS 0 messages waiting in an arena's inbox beyond this are dropped
+#: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
+QOS0_BACKLOG: Final = 2_000
+#: At most this many inbox items are handled (and journaled) as one batch.
+BATCH_MAX: Final = 64
 #: Journaled events wait for their SQLite commit until the loop has nothing
 #: to do, or until there are this many (see Batch.flush).
 SETTLE_MAX: Final = 256
@@ -286,11 +291,11 @@ class Batch:
 
 
 class Dispatcher:
-    """What one arena does with an inbox item: the engine's effects go into
-    the :class:`Batch`; a join's acknowledgement is held until its key
-    derivation's outcome is in a batch. The runner supplies what an item
-    may start (``derive`` a key; a ``Connected`` item's sweep; a ``halt``)
-    and whether the arena is up."""
+    """One arena's inbox, and what it does with an item: the engine's
+    effects go into the :class:`Batch`; a join's acknowledgement is held
+    until its key derivation's outcome is in a batch. The runner fills the
+    inbox and supplies what an item may start (``derive`` a key; a
+    ``Connected`` item's sweep; a ``halt``) and whether the arena is up."""
 
     def __init__(
         self,
@@ -318,9 +323,55 @@ class Dispatcher:
         self._reports = ReportBudget(clock)
         self.cleared_retained = 0
         self.poisoned = 0  # messages that met a bug (see dispatch)
+        # The inbox, only touched on the loop's thread: control items and
+        # QoS >= 1 messages first, in order, then QoS 0 messages, so a QoS 0
+        # flood can neither delay the teams nor grow without bound.
+        self._high: collections.deque[object] = collections.deque()
+        self._low: collections.deque[Message] = collections.deque()
+        self.dropped = 0  # QoS 0 messages dropped, the inbox holding QOS0_BACKLOG of them
         #: This referee's lease came back from the broker: from then on
         #: another lease means the arena was taken over.
         self._lease_echoed = False
+
+    # -- the inbox ----------------------------------------------------------------------
+
+    def put(self, item: object) -> None:
+        """Into the inbox, in turn: a control item or a QoS >= 1 message."""
+        self._high.append(item)
+
+    def put_qos0(self, item: Message) -> None:
+        """A QoS 0 message: after all the others, and dropped beyond QOS0_BACKLOG."""
+        if len(self._low) >= QOS0_BACKLOG:
+            self.dropped += 1
+        else:
+            self._low.append(item)
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._high or self._low)
+
+    @property
+    def urgent(self) -> bool:
+        """Items other than QoS 0 messages wait."""
+        return bool(self._high)
+
+    def work(self, paused: Callable[[], bool]) -> None:
+        """Apply up to BATCH_MAX inbox items as one batch (fewer when
+        ``paused()`` says so), then journal, publish and acknowledge it."""
+        high, low = self._high, self._low
+        for _ in range(BATCH_MAX):
+            if paused():
+                break
+            if high:
+                item: object = high.popleft()
+            elif low:
+                item = low.popleft()
+            else:
+                break
+            self.dispatch(item)
+        self.batch.flush()
+
+    # -- one item ------------------------------------------------------------------------
 
     def dispatch(self, item: object) -> None:
         now = self._clock()
