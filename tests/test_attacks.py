@@ -434,7 +434,7 @@ def test_retained_spam_on_inbound_topics_is_cleared(
     try:
         for topic, payload in spam.items():
             assert mallory.publish(topic, payload, retain=True) < 0x80
-        wait_until(lambda: ref.runners[0].cleared_retained >= len(spam), what="every spam message cleared")
+        wait_until(lambda: ref.runners[0].dispatcher.cleared_retained >= len(spam), what="every spam message cleared")
         # a subscriber arriving now finds none of it retained
         probe = Recorder(broker, "referee", [f"{P}/players/+/fire"])
         marker = uuid.uuid4().hex

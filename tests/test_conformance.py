@@ -386,5 +386,5 @@ def test_suite_reports_each_injected_fault(
 def assert_stayed_up(ref: Referee) -> None:
     assert ref.fatal is None, ref.fatal
     assert all(runner.alive for runner in ref.runners), "an arena stopped"
-    poisoned = sum(runner.poisoned for runner in ref.runners)
+    poisoned = sum(runner.dispatcher.poisoned for runner in ref.runners)
     assert poisoned == 0, f"{poisoned} messages met a bug of the referee (see the log): the fault crashed it"

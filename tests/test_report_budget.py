@@ -1,11 +1,10 @@
 """Error reports are capped per error topic (a flood is not mirrored back,
 and one topic's flood does not silence another's); the game's own messages
 are never held by the cap; a flood stops the turn's clock. No broker
-needed: the runner is built but never connected."""
+needed: an arena's dispatcher and batch over the in-memory transport."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,58 +12,48 @@ import pytest
 
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Config
-from salvo.net.mqtt import Broker
+from salvo.referee.batch import Batch, Dispatcher
 from salvo.referee.flood import LAG_EXTENSION_MAX_S, LAG_GRACE_S, LAG_RESEND_S, REPORTS_PER_S, LagClock
-from salvo.referee.runner import ArenaRunner
 from salvo.spec import crypto
 from salvo.spec.payloads import Publish
 
-
-class FakeClient:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def publish(self, topic: str, payload: str, qos: int = 0, retain: bool = False) -> None:
-        self.sent.append(topic)
+from transport_fake import FakeTransport, Idle
 
 
-def runner_at(tmp_path: Path, now: list[float]) -> tuple[ArenaRunner, FakeClient]:
-    """An arena runner whose clock is ``now[0]`` and whose publishes are recorded."""
+def dispatcher_at(tmp_path: Path, now: list[float]) -> tuple[Dispatcher, FakeTransport]:
+    """An arena's dispatcher and batch whose clock is ``now[0]``, publishing into memory."""
     arena = make_arenas([""], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))[0]
-    runner = ArenaRunner(
-        arena, Broker.from_url("mqtt://127.0.0.1:1"), client_id="t", pool=ThreadPoolExecutor(1), clock=lambda: now[0]
-    )
-    out = FakeClient()
-    runner.out = out  # type: ignore[assignment]
-    return runner, out
+    out = FakeTransport()
+    batch = Batch("", out, None, when_idle=Idle())
+    return Dispatcher(arena, batch, clock=lambda: now[0], lag=LagClock(), derive=lambda _job: None), out
 
 
 def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path: Path) -> None:
     now = [1000.0]
-    runner, out = runner_at(tmp_path, now)
+    dispatcher, out = dispatcher_at(tmp_path, now)
     report = Publish("/game/errors", "{}", False, expendable=True)
 
     def execute(effects: list[Publish]) -> None:  # one batch of the arena thread
-        runner._execute(effects)
-        runner._flush()
+        dispatcher.apply(effects)
+        dispatcher.batch.flush()
 
     execute([report] * (int(REPORTS_PER_S) + 50))
-    assert len(out.sent) == REPORTS_PER_S and runner.dropped_reports == 50
+    assert len(out.sent) == REPORTS_PER_S and dispatcher.dropped_reports == 50
     execute([Publish("/game/state", "turn", True)] * 5)  # never capped
-    assert out.sent[-5:] == ["/game/state"] * 5
+    assert out.topics[-5:] == ["/game/state"] * 5
     now[0] += 0.5  # half a second refills half the budget
     execute([report] * int(REPORTS_PER_S))
     assert len(out.sent) == REPORTS_PER_S + 5 + REPORTS_PER_S // 2
 
 
 def test_one_topics_flood_does_not_silence_another_teams_reports(tmp_path: Path) -> None:
-    runner, out = runner_at(tmp_path, [1000.0])
+    dispatcher, out = dispatcher_at(tmp_path, [1000.0])
     flood = Publish("/game/errors", "{}", False, expendable=True)
     mine = Publish("/players/alice/error", "{}", False, expendable=True)
-    runner._execute([flood] * 1000 + [mine] * 10)
-    runner._flush()
-    assert out.sent.count("/players/alice/error") == 10  # all of alice's
-    assert out.sent.count("/game/errors") == REPORTS_PER_S and runner.dropped_reports == 1000 - REPORTS_PER_S
+    dispatcher.apply([flood] * 1000 + [mine] * 10)
+    dispatcher.batch.flush()
+    assert out.topics.count("/players/alice/error") == 10  # all of alice's
+    assert out.topics.count("/game/errors") == REPORTS_PER_S and dispatcher.dropped_reports == 1000 - REPORTS_PER_S
 
 
 class _Turn:

@@ -198,7 +198,7 @@ def test_a_message_that_meets_a_bug_is_dropped_and_the_arena_plays_on(
             rec.publish(t.request_participation, "poison")
             rec.publish(t.request_participation, '{"name": "ann", "secret": "s"}')
             rec.wait_for(t.players_list, '["ann"]', timeout=10)  # the next message is played
-        assert ref.fatal is None and ref.runners[0].alive and ref.runners[0].poisoned == 1
+        assert ref.fatal is None and ref.runners[0].alive and ref.runners[0].dispatcher.poisoned == 1
         assert "broke the referee (a bug)" in caplog.text
     finally:
         rec.close()

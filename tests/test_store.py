@@ -9,7 +9,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from click.testing import CliRunner
 from nacl.public import PrivateKey
 
 from salvo.arena import journalformat
-from salvo.arena.arena import Arena, Effect, Record
+from salvo.arena.arena import Arena
 from salvo.arena.journal import StateInUse, Store
 from salvo.arena.journalformat import config_from_json, config_to_json, event_from_json, event_text, event_to_json
 from salvo.arena.resume import make_arenas
@@ -39,14 +38,14 @@ from salvo.game.events import (
     Result,
     Tick,
 )
-from salvo.net.mqtt import Broker
-from salvo.referee.runner import ArenaRunner
+from salvo.referee.batch import Batch
 from salvo.spec.codec import dumps
 from salvo.spec.payloads import Publish
 from salvo.spec.rules import Orientation, Placement
 from salvo.spec.topics import Topics
 
 from kit import COLUMNS, ROWS, Driver, all_cells
+from transport_fake import FakeReceipt, FakeTransport, Idle
 
 CONFIG = Config(placement_timeout=60, turn_timeout=30, reset_after=100)
 
@@ -449,13 +448,11 @@ def test_a_batch_is_spooled_before_its_results_go_out_and_committed_when_the_are
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The referee's order: spool append, publishes, acks; the SQLite commit
-    once there is nothing to read, or once SETTLE_MAX events wait for it."""
+    once there is nothing to read, or once SETTLE_MAX events wait for it.
+    (The arena's batch, through the in-memory transport; test_batch.py
+    has the rest of the order.)"""
     path = tmp_path / "state.db"
     store = Store(path)
-    (arena,) = make_arenas(["p"], CONFIG, 1, PrivateKey.generate(), store)
-    runner = ArenaRunner(
-        arena, Broker.from_url("mqtt://127.0.0.1:1"), client_id="t", pool=ThreadPoolExecutor(1), journal=store
-    )
     seen: list[tuple[str, int, int]] = []
 
     def in_sqlite() -> int:
@@ -465,32 +462,35 @@ def test_a_batch_is_spooled_before_its_results_go_out_and_committed_when_the_are
     def spooled() -> int:
         return Path(f"{path}-spool").read_bytes().count(b'"type":"tick"')
 
-    class Out:
-        def publish(self, topic: str, payload: str, qos: int = 0, retain: bool = False) -> None:
-            seen.append((topic, spooled(), in_sqlite()))
+    class Seeing(FakeTransport):
+        """What the state file held at each publish and ack."""
 
-    class In:
+        def publish(self, topic: str, payload: str | bytes, retain: bool) -> FakeReceipt:
+            seen.append((topic, spooled(), in_sqlite()))
+            return super().publish(topic, payload, retain)
+
         def ack(self, mid: int, qos: int) -> None:
             seen.append(("ack", spooled(), in_sqlite()))
 
-    # (fakes of the two paho clients: only what _flush calls)
-    runner.out, runner.client = Out(), In()  # type: ignore[assignment]
+    idle = Idle()
+    batch = Batch("p", Seeing(), store, when_idle=idle)
 
-    def batch(*ticks: float) -> None:
-        effects: list[Effect] = [*(Record(Tick(t), 1) for t in ticks), Publish("/p/game/state", "lobby", True)]
-        runner._execute(effects)
-        runner._acks.append((7, 1))
-        runner._flush()
+    def flush(*ticks: float) -> None:
+        for t in ticks:
+            batch.record(1, Tick(t))
+        batch.publish(Publish("/p/game/state", "lobby", True))
+        batch.ack(7, 1)
+        batch.flush()
 
-    batch(5.0)
+    flush(5.0)
     assert seen == [("/p/game/state", 1, 0), ("ack", 1, 0)]
-    batch(6.0)  # the next message does not wait for the first one's commit
+    flush(6.0)  # the next message does not wait for the first one's commit
     assert seen[2:] == [("/p/game/state", 2, 0), ("ack", 2, 0)]
     assert in_sqlite() == 0
-    runner.loop.run_once(0)  # nothing to read: now the commit
+    idle.run()  # nothing to read: now the commit
     assert in_sqlite() == 2
     monkeypatch.setattr("salvo.referee.batch.SETTLE_MAX", 3)
-    batch(7.0, 8.0, 9.0)  # a busy arena commits every SETTLE_MAX events
+    flush(7.0, 8.0, 9.0)  # a busy arena commits every SETTLE_MAX events
     assert in_sqlite() == 5 and seen[-1] == ("ack", 5, 2)
     assert store.events("p", 1)[-5:] == [Tick(5.0), Tick(6.0), Tick(7.0), Tick(8.0), Tick(9.0)]
     store.close()

@@ -120,7 +120,9 @@ def test_acl_follows_the_password_file(tmp_path: Path) -> None:
 
 def test_card_carries_the_tls_url_and_the_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
-    made = runner.invoke(main, ["tls", "--dir", str(tmp_path / "tls"), "--host", "night.local"])
+    made = runner.invoke(
+        main, ["tls", "--dir", str(tmp_path / "tls"), "--broker-dir", str(tmp_path / "broker"), "--host", "night.local"]
+    )
     assert made.exit_code == 0, made.output
     fingerprint = certificate_fingerprint(tmp_path / "tls" / "ca.crt")
     assert f"CA SHA-256:  {fingerprint}" in made.output

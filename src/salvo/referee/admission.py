@@ -23,7 +23,9 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from salvo.arena.arena import DeriveKey
 from salvo.failures import Failure
+from salvo.spec import crypto
 from salvo.spec.errors import Code, Illegal
 
 _VERIFIER_PERSON = b"salvo-team"
@@ -152,3 +154,12 @@ class Registry:
         with self._lock:
             write_atomically(self.path, json.dumps(body, indent=2) + "\n", 0o600)
             self._mtime = None
+
+
+def team_key(registry: Registry | None, job: DeriveKey) -> bytes:
+    """On a pool thread: check a registered team's secret when the registry
+    could not at once (an old entry: argon2id), then derive its team key
+    (argon2id; the spec's KDF)."""
+    if registry is not None and job.verify:
+        registry.verify(job.name, job.secret)
+    return crypto.derive_team_key(job.name, job.secret)

@@ -1,37 +1,38 @@
-"""What one arena does with what it received: inbox items become engine
-effects, and a batch of them is journaled, then published, then
-acknowledged (see Dispatcher._flush). The connections and the arena's
-states around it are :mod:`salvo.referee.runner`'s."""
+"""What one arena does with what it received, in two small objects the
+runner composes: a :class:`Dispatcher` turns inbox items into engine
+effects, and a :class:`Batch` journals them, then publishes, then
+acknowledges (see :meth:`Batch.flush`), through a :class:`Transport`.
+The connections and the arena's states around them are
+:mod:`salvo.referee.runner`'s; the MQTT transport is
+:mod:`salvo.referee.transport`'s. Neither object knows MQTT: tests drive
+them through an in-memory transport (tests/transport_fake.py)."""
 
 from __future__ import annotations
 
-import abc
 import collections
 import enum
 import logging
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-import paho.mqtt.client as paho
-
 from salvo.arena.arena import Arena, DeriveKey, Effect, Log, Record
 from salvo.game.events import Event
-from salvo.net.link import Link, acknowledged
-from salvo.net.loop import Loop
-from salvo.net.mqtt import Client
-from salvo.referee.admission import Registry
 from salvo.referee.flood import BROKER_INFLIGHT, REPORTS_PER_S, LagClock, RejectionLog, ReportBudget
 from salvo.referee.ownership import Lease
-from salvo.spec import crypto
 from salvo.spec.errors import Code, Illegal, Rejection
 from salvo.spec.payloads import Publish
 
 log = logging.getLogger("salvo.referee")
 
+#: QoS 0 messages waiting in an arena's inbox beyond this are dropped
+#: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
+QOS0_BACKLOG: Final = 2_000
+#: At most this many inbox items are handled (and journaled) as one batch.
+BATCH_MAX: Final = 64
 #: Journaled events wait for their SQLite commit until the loop has nothing
-#: to do, or until there are this many (see Dispatcher._flush).
+#: to do, or until there are this many (see Batch.flush).
 SETTLE_MAX: Final = 256
 
 
@@ -133,78 +134,248 @@ class Control:
     done: Future[bool]
 
 
-class Dispatcher(abc.ABC):
-    """One arena's batches. The runner built on it supplies the connections
-    (``client`` acknowledges, ``out`` publishes through ``_pub``) and what
-    the inbox's control items start: the sweep, a stop."""
+# -- what the batch needs from the outside -----------------------------------------------
 
-    client: Client
-    out: Client
-    _pub: Link
+
+class Receipt(Protocol):
+    """One published message, as the transport tracks it."""
+
+    def acknowledged(self) -> bool:
+        """The broker has it (MQTT: its PUBACK came)."""
+
+
+class Transport(Protocol):
+    """All a batch needs of the broker (:class:`salvo.referee.transport.MqttTransport`;
+    in tests, an in-memory one). Every publish is QoS 1."""
+
+    def publish(self, topic: str, payload: str | bytes, retain: bool) -> Receipt:
+        """Queue a message for the broker; its receipt says when the broker has it."""
+
+    def write(self) -> None:
+        """Put what was published on the wire now (before the acks that follow)."""
+
+    def ack(self, mid: int, qos: int) -> None:
+        """Acknowledge an inbound message: the broker will not send it again."""
+
+
+class Batch:
+    """One arena's journal -> publish -> acknowledge: the promise of
+    docs/reliability.md section 1, and nothing else. Effects and acks are
+    collected while the inbox is worked through, then :meth:`flush` spools
+    the events, hands the publishes to the transport, writes them, and only
+    then acknowledges the messages that caused them. :meth:`note_published`
+    moves the journal's published mark as PUBACKs come in, in order."""
+
+    def __init__(
+        self,
+        prefix: str,
+        transport: Transport,
+        journal: Journal | None,
+        *,
+        when_idle: Callable[[Callable[[], None]], object],
+        behind: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._prefix = prefix
+        self._transport = transport
+        self._journal = journal
+        #: the loop's call_when_idle: the SQLite commit waits for it
+        self._when_idle = when_idle
+        #: told when a batch acknowledges a whole in-flight window of the broker's
+        self._behind = behind
+        # The batch being built.
+        self._records: list[tuple[str, int, Event]] = []
+        self._outbox: list[Publish] = []
+        self._acks: list[tuple[int, int]] = []
+        self._mark = 0  # the journal id the batch being built completes, without records of its own
+        #: Acknowledgements held back (a join whose key derivation is under
+        #: way), by key: added to a batch by release().
+        self._held: dict[int, list[tuple[int, int]]] = {}
+        #: Batches whose publishes await the broker's PUBACK, with the journal
+        #: id they complete; then the journal marks them published.
+        self._unacked: collections.deque[tuple[int, list[Receipt]]] = collections.deque()
+        #: The journal id a restart's backlog ends at, until the broker has it all (see note_published).
+        self._backlog_end = 0
+
+    # -- building a batch ----------------------------------------------------------------
+
+    def record(self, game_no: int, event: Event) -> None:
+        self._records.append((self._prefix, game_no, event))
+
+    def publish(self, publish: Publish) -> None:
+        self._outbox.append(publish)
+
+    def ack(self, mid: int, qos: int) -> None:
+        self._acks.append((mid, qos))
+
+    def hold(self, key: int) -> bool:
+        """Hold acknowledgements under ``key`` (see ack_held); False when
+        they are held already."""
+        if key in self._held:
+            return False
+        self._held[key] = []
+        return True
+
+    def ack_held(self, key: int, mid: int, qos: int) -> None:
+        """Acknowledge this message with the batch that releases ``key``."""
+        self._held[key].append((mid, qos))
+
+    def release(self, key: int) -> None:
+        """The held acknowledgements go with this batch."""
+        self._acks += self._held.pop(key, [])
+
+    def republish(self, backlog: list[Publish], upto: int) -> None:
+        """After a restart: what the journal's events up to ``upto`` entitled
+        the teams to hear and the broker never acknowledged, first in this
+        batch; marked published once the broker has it all."""
+        self._outbox += backlog
+        self._mark = upto
+        self._backlog_end = upto if backlog else 0
+
+    def drop(self) -> None:
+        """Stopping: forget the batch under way (nothing of it was journaled)."""
+        self._records.clear()
+        self._outbox.clear()
+        self._acks.clear()
+
+    # -- sending it ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Journal the batch's events, then publish its effects, then ack its
+        messages: nothing is announced or acknowledged before it is durable.
+        The journal's SQLite commit comes later (its spool append made the
+        events durable): when the loop has nothing to do, so neither a shot's
+        hit nor the next shot of a salvo waits for it."""
+        journal = self._journal
+        mark, self._mark = self._mark, 0
+        if self._records and journal is not None:
+            mark = journal.record_many(self._records)  # StoreFailure: nothing goes out
+        self._records.clear()
+        publish = self._transport.publish
+        receipts = [publish(e.topic, e.payload, e.retain) for e in self._outbox]
+        self._outbox.clear()
+        if mark and journal is not None:
+            self._unacked.append((mark, receipts))
+        self._transport.write()  # the results on the wire before the acks
+        acks = self._acks
+        if len(acks) >= BROKER_INFLIGHT:
+            # The broker sent as many as it may before our acks: it had more
+            # waiting for us, queued at its end (and, full, dropped).
+            self._behind()
+        ack = self._transport.ack
+        for mid, qos in acks:
+            ack(mid, qos)
+        acks.clear()
+        if journal is not None and journal.pending:
+            if journal.pending >= SETTLE_MAX:
+                journal.settle()
+            else:
+                self._when_idle(journal.settle)
+
+    def note_published(self) -> None:
+        """PUBACKs came in: tell the journal which batches' results the
+        broker has, in order (a restart publishes again only what came
+        after; see salvo.arena.resume)."""
+        unacked, journal = self._unacked, self._journal
+        last = 0
+        while unacked and all(r.acknowledged() for r in unacked[0][1]):
+            last = unacked.popleft()[0]
+        if last and journal is not None:
+            journal.mark_published(self._prefix, last)
+            if self._backlog_end and last >= self._backlog_end:
+                # A mark is written with the next settle, which may be the next
+                # join minutes later; killed meanwhile, the referee would publish
+                # the backlog again, and a backlog can end a game: its last hits
+                # would then go out after the new lobby. Written now.
+                self._backlog_end = 0
+                self._when_idle(journal.settle)
+
+
+class Dispatcher:
+    """One arena's inbox, and what it does with an item: the engine's
+    effects go into the :class:`Batch`; a join's acknowledgement is held
+    until its key derivation's outcome is in a batch. The runner fills the
+    inbox and supplies what an item may start (``derive`` a key; a
+    ``Connected`` item's sweep; a ``halt``) and whether the arena is up."""
 
     def __init__(
         self,
         arena: Arena,
+        batch: Batch,
         *,
-        pool: Executor,
-        journal: Journal | None,
         clock: Callable[[], float],
-        registry: Registry | None,
-        loop: Loop,
+        lag: LagClock,
+        derive: Callable[[DeriveKey], None],
+        is_up: Callable[[], bool] = lambda: True,
+        on_connected: Callable[[bool], None] = lambda _session_present: None,
+        halt: Callable[[Fatal], None] = lambda _fatal: None,
     ) -> None:
         self.arena = arena
+        self.batch = batch
         self.name = arena.topics.prefix or "(default)"
-        self.loop = loop
-        self._pool = pool
-        self._journal = journal
         self._clock = clock
-        self._registry = registry
+        self._lag = lag
+        self._derive = derive
+        self._is_up = is_up
+        self._on_connected = on_connected
+        self._halt = halt
         self.dropped_reports = 0
         self.rejections = RejectionLog(self.name, clock)
         self._reports = ReportBudget(clock)
         self.cleared_retained = 0
-        self.poisoned = 0  # messages that met a bug (see _dispatch)
-        self._lag = LagClock()
-        #: The acknowledgements of join messages whose derivation is under
-        #: way, by job: sent once the join's outcome is durable (or refused).
-        self._held: dict[int, list[tuple[int, int]]] = {}
-        #: Batches whose publishes await the broker's PUBACK, with the journal
-        #: id they complete; then the journal marks them published.
-        self._unacked: collections.deque[tuple[int, list[paho.MQTTMessageInfo]]] = collections.deque()
-        self._mark = 0  # the journal id the batch being built completes, without records of its own
-        #: The journal id a restart's backlog ends at, until the broker has it all (see _note_published).
-        self._backlog_end = 0
+        self.poisoned = 0  # messages that met a bug (see dispatch)
+        # The inbox, only touched on the loop's thread: control items and
+        # QoS >= 1 messages first, in order, then QoS 0 messages, so a QoS 0
+        # flood can neither delay the teams nor grow without bound.
+        self._high: collections.deque[object] = collections.deque()
+        self._low: collections.deque[Message] = collections.deque()
+        self.dropped = 0  # QoS 0 messages dropped, the inbox holding QOS0_BACKLOG of them
         #: This referee's lease came back from the broker: from then on
         #: another lease means the arena was taken over.
         self._lease_echoed = False
-        # The batch being worked through (see _flush).
-        self._records: list[tuple[str, int, Event]] = []
-        self._outbox: list[Publish] = []
-        self._acks: list[tuple[int, int]] = []
 
-    # -- what the runner supplies --------------------------------------------------------
+    # -- the inbox ----------------------------------------------------------------------
+
+    def put(self, item: object) -> None:
+        """Into the inbox, in turn: a control item or a QoS >= 1 message."""
+        self._high.append(item)
+
+    def put_qos0(self, item: Message) -> None:
+        """A QoS 0 message: after all the others, and dropped beyond QOS0_BACKLOG."""
+        if len(self._low) >= QOS0_BACKLOG:
+            self.dropped += 1
+        else:
+            self._low.append(item)
 
     @property
-    @abc.abstractmethod
-    def is_up(self) -> bool:
-        """Presence was announced (and the subscribing connection is up)."""
+    def waiting(self) -> bool:
+        return bool(self._high or self._low)
 
-    @abc.abstractmethod
-    def _sweep_after_connect(self, session_present: bool) -> None:
-        """A Connected item's turn came: start the sweep."""
+    @property
+    def urgent(self) -> bool:
+        """Items other than QoS 0 messages wait."""
+        return bool(self._high)
 
-    @abc.abstractmethod
-    def _halt(self, fatal: Fatal | None) -> None:
-        """Stop once the current batch is out."""
+    def work(self, paused: Callable[[], bool]) -> None:
+        """Apply up to BATCH_MAX inbox items as one batch (fewer when
+        ``paused()`` says so), then journal, publish and acknowledge it."""
+        high, low = self._high, self._low
+        for _ in range(BATCH_MAX):
+            if paused():
+                break
+            if high:
+                item: object = high.popleft()
+            elif low:
+                item = low.popleft()
+            else:
+                break
+            self.dispatch(item)
+        self.batch.flush()
 
-    @abc.abstractmethod
-    def _enqueue(self, item: object) -> None:
-        """On the loop's thread: put ``item`` into the inbox."""
+    # -- one item ------------------------------------------------------------------------
 
-    # -- one batch -----------------------------------------------------------------------
-
-    def _dispatch(self, item: object) -> None:
+    def dispatch(self, item: object) -> None:
         now = self._clock()
+        batch = self.batch
         if isinstance(item, Message):
             job = None
             if item.retain:
@@ -221,40 +392,43 @@ class Dispatcher(abc.ABC):
                     log.exception("[%s] a message on %s broke the referee (a bug); dropped", self.name, item.topic[:99])
                     effects = []
                 job = next((e for e in effects if isinstance(e, DeriveKey)), None)
-                self._execute(effects)
+                self.apply(effects)
             if item.qos > 0:
                 # A join waits for its key derivation: acknowledged only once its
                 # outcome is journaled (or refused), so a referee killed meanwhile
                 # gets the join again from the broker.
-                (self._held[id(job)] if job is not None else self._acks).append((item.mid, item.qos))
+                if job is not None:
+                    batch.ack_held(id(job), item.mid, item.qos)
+                else:
+                    batch.ack(item.mid, item.qos)
         elif isinstance(item, KeyDone):
             exc = item.future.exception()
             if exc is None:
-                self._execute(self.arena.on_key(item.job, item.future.result(), now))
+                self.apply(self.arena.on_key(item.job, item.future.result(), now))
             else:
                 if not isinstance(exc, Rejection):
                     log.error("[%s] key derivation for %s failed", self.name, item.job.name, exc_info=exc)
                     exc = Illegal(Code.BUSY, "busy: the join could not be checked; try again")
-                self._execute(self.arena.on_key_failed(item.job, exc, now))
-            self._acks += self._held.pop(id(item.job), [])
+                self.apply(self.arena.on_key_failed(item.job, exc, now))
+            batch.release(id(item.job))
         elif isinstance(item, LeaseSeen):
             self._check_lease(item.lease)
         elif isinstance(item, ProbeSeen):
             self._lag.returned(item.token, now)
             if item.qos > 0:
-                self._acks.append((item.mid, item.qos))
+                batch.ack(item.mid, item.qos)
         elif isinstance(item, OutConnected):
             # A reconnect: its last will may have said "down" meanwhile. (Up
             # for the first time, the presence the sweep ends with says "up".)
-            if item.was_up and self.is_up:
-                self._outbox.append(Publish(self.arena.topics.server, "up", True))
+            if item.was_up and self._is_up():
+                batch.publish(Publish(self.arena.topics.server, "up", True))
         elif isinstance(item, Control):
             effects = item.action(self.arena, now)
-            self._execute(effects)
-            self._flush()
+            self.apply(effects)
+            batch.flush()
             item.done.set_result(any(isinstance(e, Record) for e in effects))
         elif isinstance(item, Connected):
-            self._sweep_after_connect(item.session_present)
+            self._on_connected(item.session_present)
 
     def _clear_retained(self, item: Message) -> None:
         """A message on an inbound topic with the retain flag: stale (left
@@ -264,7 +438,7 @@ class Dispatcher(abc.ABC):
         if not item.payload:
             return  # a clearing (ours, echoed back)
         self.cleared_retained += 1
-        self._outbox.append(Publish(item.topic, "", True))
+        self.batch.publish(Publish(item.topic, "", True))
         self.rejections.emit(
             Log(
                 False,
@@ -274,7 +448,10 @@ class Dispatcher(abc.ABC):
             )
         )
 
-    def _execute(self, effects: list[Effect] | list[Publish]) -> None:
+    def apply(self, effects: list[Effect] | list[Publish]) -> None:
+        """Put the engine's effects into the batch (error reports within
+        their budget), start key derivations, log."""
+        batch = self.batch
         for effect in effects:
             if isinstance(effect, Publish):
                 if effect.expendable and not self._reports.take(effect.topic):
@@ -287,64 +464,14 @@ class Dispatcher(abc.ABC):
                             self.dropped_reports,
                         )
                     continue
-                self._outbox.append(effect)
+                batch.publish(effect)
             elif isinstance(effect, Record):
-                self._records.append((self.arena.topics.prefix, effect.game_no, effect.event))
+                batch.record(effect.game_no, effect.event)
             elif isinstance(effect, DeriveKey):
-                if id(effect) not in self._held:  # (a repeat of a join gets the job under way)
-                    self._held[id(effect)] = []
-                    future = self._pool.submit(_team_key, self._registry, effect)
-                    future.add_done_callback(self._key_callback(effect))
+                if batch.hold(id(effect)):  # (a repeat of a join gets the job under way)
+                    self._derive(effect)
             elif isinstance(effect, Log):
                 self.rejections.emit(effect)
-
-    def _flush(self) -> None:
-        """Journal the batch's events, then publish its effects, then ack its
-        messages: nothing is announced or acknowledged before it is durable.
-        The journal's SQLite commit comes later (its spool append made the
-        events durable): when the loop has nothing to do, so neither a shot's
-        hit nor the next shot of a salvo waits for it."""
-        journal = self._journal
-        mark, self._mark = self._mark, 0
-        if self._records and journal is not None:
-            mark = journal.record_many(self._records)  # StoreFailure: nothing goes out
-        self._records.clear()
-        publish = self.out.publish
-        infos = [publish(e.topic, e.payload, qos=1, retain=e.retain) for e in self._outbox]
-        self._outbox.clear()
-        if mark and journal is not None:
-            self._unacked.append((mark, infos))
-        self._pub.write_now()  # the results on the wire before the acks
-        if len(self._acks) >= BROKER_INFLIGHT:
-            # The broker sent as many as it may before our acks: it had more
-            # waiting for us, queued at its end (and, full, dropped).
-            self._lag.behind()
-        for mid, qos in self._acks:
-            self.client.ack(mid, qos)
-        self._acks.clear()
-        if journal is not None and journal.pending:
-            if journal.pending >= SETTLE_MAX:
-                journal.settle()
-            else:
-                self.loop.call_when_idle(journal.settle)
-
-    def _note_published(self) -> None:
-        """PUBACKs came in: tell the journal which batches' results the
-        broker has (a restart publishes again only what came after; see
-        salvo.arena.resume)."""
-        unacked, journal = self._unacked, self._journal
-        last = 0
-        while unacked and all(map(acknowledged, unacked[0][1])):
-            last = unacked.popleft()[0]
-        if last and journal is not None:
-            journal.mark_published(self.arena.topics.prefix, last)
-            if self._backlog_end and last >= self._backlog_end:
-                # A mark is written with the next settle, which may be the next
-                # join minutes later; killed meanwhile, the referee would publish
-                # the backlog again, and a backlog can end a game: its last hits
-                # would then go out after the new lobby. Written now.
-                self._backlog_end = 0
-                self.loop.call_when_idle(journal.settle)
 
     def _check_lease(self, payload: bytes) -> None:
         """A lease on this arena. A newer one than this referee's (a higher
@@ -362,25 +489,10 @@ class Dispatcher(abc.ABC):
         mine, other = Lease.parse(lease), Lease.parse(payload)
         if mine is not None and other is not None and not other.newer_than(mine):
             log.warning("[%s] an older lease came back (%s): this referee holds the arena", self.name, payload[:200])
-            self._outbox.append(Publish(self.arena.topics.lease, lease, True))
+            self.batch.publish(Publish(self.arena.topics.lease, lease, True))
             return
         if other is None and not self._lease_echoed:
             return  # unreadable, from before this referee's own came back: not a claim after it
         log.error("[%s] another referee took this arena over (lease %s); stopping", self.name, payload[:200])
         taken = f"arena {self.name}: another referee took it over (its lease: {payload[:200]!r})"
         self._halt(Fatal(Stop.ARENA_TAKEN, taken))
-
-    def _key_callback(self, job: DeriveKey) -> Callable[[Future[bytes]], None]:
-        def done(future: Future[bytes]) -> None:  # on a pool thread: only hand the result over
-            self.loop.call_soon_threadsafe(self._enqueue, KeyDone(job, future))
-
-        return done
-
-
-def _team_key(registry: Registry | None, job: DeriveKey) -> bytes:
-    """On a pool thread: check a registered team's secret when the registry
-    could not at once (an old entry: argon2id), then derive its team key
-    (argon2id; the spec's KDF)."""
-    if registry is not None and job.verify:
-        registry.verify(job.name, job.secret)
-    return crypto.derive_team_key(job.name, job.secret)

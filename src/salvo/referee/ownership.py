@@ -37,7 +37,7 @@ can take nothing over and say nothing):
 
 Two referees surveying at the same instant could both find the arena free;
 each then watches the lease, and the earlier claim yields to the later one
-(see ``ArenaRunner._check_lease``).
+(see ``batch.Dispatcher._check_lease``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from typing import Any, Final
 from salvo.arena.arena import Arena, Record
 from salvo.arena.journal import Store
 from salvo.game.engine import game_id_for
-from salvo.net.mqtt import Broker, read_retained
+from salvo.net.mqtt import Broker, Client, read_retained
 from salvo.spec.topics import Outbound, Topics
 
 log = logging.getLogger("salvo.referee.ownership")
@@ -108,6 +108,53 @@ class Lease:
             return Lease(str(value["id"]), float(value["since"]), str(value.get("host", "")), role, gen, run)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
+
+
+class Fence:
+    """Which leases the broker showed this referee's subscriber since it
+    (re)connected; and the check a referee that lost the broker makes before
+    it publishes again (``ArenaRunner._on_out_disconnect``): the retained
+    lease asked for again, then a marker of its own, which comes back after
+    every lease the broker holds or took meanwhile."""
+
+    def __init__(self, arena: Arena, client: Client) -> None:
+        self._arena = arena
+        self._client = client
+        #: the leases the broker showed since the subscriber (re)connected, in order
+        self._seen: list[bytes] = []
+        #: the marker of a check under way (the publishing connection held)
+        self._token: bytes | None = None
+
+    def reset(self) -> None:
+        """The subscriber (re)connected: a check under way is the sweep's now."""
+        self._seen.clear()
+        self._token = None
+
+    def saw(self, payload: bytes) -> None:
+        self._seen.append(payload)
+
+    def check(self) -> None:
+        self._seen.clear()
+        self._token = os.urandom(8).hex().encode()
+        t = self._arena.topics
+        self._client.subscribe([(t.lease, 0), (t.sweep, 0)])  # the retained lease again, then:
+        self._client.publish(t.sweep, self._token, qos=0)
+
+    def returned(self, payload: bytes) -> bool:
+        """A message on the sweep topic: True when it is the check's marker
+        (the check is over: see rival)."""
+        if self._token is None or payload != self._token:
+            return False
+        self._token = None
+        self._client.unsubscribe(self._arena.topics.sweep)
+        return True
+
+    def rival(self) -> bool:
+        """A lease newer than this referee's among those the broker showed
+        since the subscriber connected: the arena was taken meanwhile."""
+        mine = Lease.parse(self._arena.lease)
+        seen = [lease for lease in map(Lease.parse, self._seen) if lease is not None]
+        return mine is not None and any(other.id != mine.id and other.newer_than(mine) for other in seen)
 
 
 @dataclass

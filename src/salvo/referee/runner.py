@@ -5,7 +5,10 @@ paho's callbacks (inside ``loop_read``) only hand messages to the arena's
 inbox; once the loop's reads are over the arena applies what was handed
 over as one batch (see :mod:`salvo.referee.batch`): journaled, then published,
 then acknowledged (manual QoS 1 acks: a message is acknowledged only once
-its outcome is durable, so a crash makes the broker redeliver it).
+its outcome is durable, so a crash makes the broker redeliver it). The
+runner composes that batch (``self.batch``, over an
+:class:`~salvo.referee.transport.MqttTransport`) and the dispatcher that
+fills it (``self.dispatcher``); it writes none of their state.
 
 Everything an arena waits for is a state, never a blocking call, so that no
 arena holds up another: *connecting*, *sweeping* (stale retained topics are
@@ -15,11 +18,9 @@ published and its PUBACK awaited, then DISCONNECT written), *stopped*.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import enum
 import logging
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -29,26 +30,30 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.arena.arena import Arena, Effect
+from salvo.arena.arena import Arena, DeriveKey, Effect
 from salvo.arena.journal import StoreFailure
 from salvo.net.link import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
 from salvo.net.loop import Handle, Loop, steady_time
 from salvo.net.mqtt import Broker, Client, connect_async, new_client
-from salvo.referee.admission import Registry
+from salvo.referee.admission import Registry, team_key
 from salvo.referee.batch import (
+    Batch,
     Connected,
     Control,
     Dispatcher,
     Fatal,
     Journal,
+    KeyDone,
     LeaseSeen,
     Message,
     OutConnected,
     ProbeSeen,
     Stop,
 )
-from salvo.referee.ownership import Lease
+from salvo.referee.flood import LagClock
+from salvo.referee.ownership import Fence
 from salvo.referee.presence import Farewell, Sweep
+from salvo.referee.transport import MqttTransport
 
 log = logging.getLogger("salvo.referee")
 
@@ -57,11 +62,6 @@ log = logging.getLogger("salvo.referee")
 #: a timer held back looks again after TIMER_RECHECK_S.
 TIMER_GRACE_S: Final = 1.0
 TIMER_RECHECK_S: Final = 0.1
-#: QoS 0 messages waiting in an arena's inbox beyond this are dropped
-#: (at-most-once anyway). Teams send QoS 1, which always waits its turn.
-QOS0_BACKLOG: Final = 2_000
-#: At most this many inbox items are handled (and journaled) as one batch.
-BATCH_MAX: Final = 64
 #: QoS 1 messages the publishing connection has in flight at once: the
 #: Receive Maximum mosquitto announces by default (max_inflight_messages),
 #: which MQTT 5 forbids a client to exceed and paho does not apply by itself;
@@ -93,7 +93,7 @@ class _State(enum.Enum):
 _ENDING: Final = (_State.STOPPING, _State.STOPPED)
 
 
-class ArenaRunner(Dispatcher):
+class ArenaRunner:
     """One arena on its MQTT connections, driven by a loop it shares with
     other arenas (its own when none is given: tests drive it by hand)."""
 
@@ -112,8 +112,14 @@ class ArenaRunner(Dispatcher):
         loop: Loop | None = None,
         on_stopped: Callable[[ArenaRunner], None] | None = None,
     ) -> None:
-        loop = loop if loop is not None else Loop()
-        super().__init__(arena, pool=pool, journal=journal, clock=clock, registry=registry, loop=loop)
+        self.arena = arena
+        self.name = arena.topics.prefix or "(default)"
+        self.loop = loop if loop is not None else Loop()
+        self._pool = pool
+        self._journal = journal
+        self._clock = clock
+        self._registry = registry
+        self._lag = LagClock()
         self._broker = broker
         self._expiry = session_expiry_s
         #: The session the broker kept is stale (the referee was away longer
@@ -121,11 +127,6 @@ class ArenaRunner(Dispatcher):
         #: so nothing queued for the old one is applied (see _discarded).
         self._discarding = discard_session
         self._on_stopped = on_stopped
-        # The inbox, only touched on the loop's thread: control items and
-        # QoS >= 1 messages first, in order, then QoS 0 messages, so a QoS 0
-        # flood can neither delay the teams nor grow without bound.
-        self._high: collections.deque[object] = collections.deque()
-        self._low: collections.deque[Message] = collections.deque()
         self._state = _State.CONNECTING
         self._begun = False
         self._halting = False  # stop once the current batch is out
@@ -133,7 +134,6 @@ class ArenaRunner(Dispatcher):
         self._stopped = threading.Event()
         self.connected = threading.Event()
         self.fatal: Fatal | None = None
-        self.dropped = 0
         self._connected_at = 0.0
         #: When the subscribing connection was lost (to give the time back to the turn).
         self._lost_at: float | None = None
@@ -158,14 +158,28 @@ class ArenaRunner(Dispatcher):
         self.out.on_connect = self._on_out_connect
         self.out.on_disconnect = self._on_out_disconnect
         self.out.max_inflight_messages_set(MAX_INFLIGHT)
-        #: the leases the broker showed since the subscriber (re)connected, in order
-        self._leases_seen: list[bytes] = []
-        #: the marker of a lease check under way (the publishing connection held)
-        self._fence_token: bytes | None = None
+        self._fence = Fence(arena, self.client)
         self._sub = self._link(self.client, _CONNECTION, on_message=self._on_message, on_read=self._kick)
         self._pub = self._link(self.out, _PUBLISHING, on_read=self._after_out_read)
         # ``out`` first: its last will guards everything ``client`` triggers.
         self._links = (self._pub, self._sub)
+        self.batch = Batch(
+            t.prefix,
+            MqttTransport(self.out, self._pub, self.client),
+            journal,
+            when_idle=self.loop.call_when_idle,
+            behind=self._lag.behind,
+        )
+        self.dispatcher = Dispatcher(
+            arena,
+            self.batch,
+            clock=clock,
+            lag=self._lag,
+            derive=self._derive,
+            is_up=self.connected.is_set,
+            on_connected=self._sweep_after_connect,
+            halt=self._halt,
+        )
         self._sweep = Sweep(self.loop, t, self.client, name=self.name, on_over=self._kick, guard=self._guard)
         self._farewell = Farewell(
             self.loop,
@@ -212,10 +226,9 @@ class ArenaRunner(Dispatcher):
         if self._discarding and not self._discarded(bool(flags.session_present)):
             return
         self._sub.up()
-        self._fence_token = None  # (a check under way is the sweep's now)
+        self._fence.reset()  # (a check under way is the sweep's now)
         first, self._ever_connected = not self._ever_connected, True
         self._judge(self._takeovers.reconnected(_CONNECTION, self.client.endpoint), self._pub)
-        self._leases_seen.clear()
         if first and self.arena.lease:
             # The claim first, before the sweep publishes anything: a referee
             # starting at the same moment sees it (or this one sees theirs,
@@ -234,7 +247,7 @@ class ArenaRunner(Dispatcher):
             client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
         else:
             client.subscribe([(f, 1) for f in filters])
-        self._high.append(Connected(bool(flags.session_present)))
+        self.dispatcher.put(Connected(bool(flags.session_present)))
 
     def _discarded(self, session_present: bool) -> bool:
         """A stale session is being discarded: True once this connection is on
@@ -268,7 +281,7 @@ class ArenaRunner(Dispatcher):
         # This connection's last will may have said "down" while it was away
         # (a cut, or another client taking its id over): say "up" again.
         self._judge(self._takeovers.reconnected(_PUBLISHING, self.out.endpoint), self._sub)
-        self._high.append(OutConnected(self.connected.is_set()))
+        self.dispatcher.put(OutConnected(self.connected.is_set()))
 
     def _judge(self, check: Callable[[], bool] | None, other: Link) -> None:
         """Did a client take this connection over? At once when the other
@@ -308,18 +321,12 @@ class ArenaRunner(Dispatcher):
             # this check's marker comes back (after the retained lease).
             self._pub.held = True
             if self.connected.is_set():
-                self._leases_seen.clear()
-                self._fence_token = os.urandom(8).hex().encode()
-                t = self.arena.topics
-                self.client.subscribe([(t.lease, 0), (t.sweep, 0)])  # the retained lease again, then:
-                self.client.publish(t.sweep, self._fence_token, qos=0)
+                self._fence.check()
 
     def _fenced(self) -> None:
         """The lease check's marker is back: every lease the broker holds or
         took meanwhile came before it."""
-        self._fence_token = None
-        self.client.unsubscribe(self.arena.topics.sweep)
-        if self._rival():
+        if self._fence.rival():
             log.error("[%s] a newer referee holds this arena: stopping, publishing nothing", self.name)
             self._halt(Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over meanwhile"))
         elif self._state is _State.UP:
@@ -334,18 +341,14 @@ class ArenaRunner(Dispatcher):
         except UnicodeDecodeError:  # a broker should not let this through
             topic = msg._topic.decode("utf-8", "replace")  # noqa: SLF001 (paho private, the raw bytes; guarded)
         if topic == self.arena.topics.lease:
-            self._leases_seen.append(bytes(msg.payload))
-            self._high.append(LeaseSeen(bytes(msg.payload)))
+            self._fence.saw(bytes(msg.payload))
+            self.dispatcher.put(LeaseSeen(bytes(msg.payload)))
             return
-        if (
-            topic == self.arena.topics.sweep
-            and self._fence_token is not None
-            and bytes(msg.payload) == self._fence_token
-        ):
+        if topic == self.arena.topics.sweep and self._fence.returned(bytes(msg.payload)):
             self._fenced()
             return
         if topic == self.arena.topics.probe:
-            self._high.append(ProbeSeen(bytes(msg.payload), msg.mid, msg.qos))
+            self.dispatcher.put(ProbeSeen(bytes(msg.payload), msg.mid, msg.qos))
             return
         if self._sweep.take(topic, msg):
             return
@@ -354,12 +357,9 @@ class ArenaRunner(Dispatcher):
                 # Our own output, echoed by the sweep's subscription while it
                 # is being taken down: not addressed to us.
                 return
-            if len(self._low) >= QOS0_BACKLOG:
-                self.dropped += 1
-                return
-            self._low.append(Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
+            self.dispatcher.put_qos0(Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
             return
-        self._high.append(Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
+        self.dispatcher.put(Message(topic, bytes(msg.payload), msg.mid, msg.qos, msg.retain))
 
     # -- lifecycle (other threads) -------------------------------------------------------
 
@@ -428,8 +428,14 @@ class ArenaRunner(Dispatcher):
         return guarded
 
     def _enqueue(self, item: object) -> None:
-        self._high.append(item)
+        self.dispatcher.put(item)
         self._kick()
+
+    def _derive(self, job: DeriveKey) -> None:
+        """A join's key, derived on the pool (argon2id, ~50 ms off the loop);
+        its outcome comes back through the inbox."""
+        future = self._pool.submit(team_key, self._registry, job)
+        future.add_done_callback(lambda done: self.loop.call_soon_threadsafe(self._enqueue, KeyDone(job, done)))
 
     def _kick(self) -> None:
         """Work through the inbox once the current callback is done (once for
@@ -449,7 +455,7 @@ class ArenaRunner(Dispatcher):
         if self._halting:
             self._begin_stop()
             return
-        if self._state is not _State.SWEEPING and (self._high or self._low):
+        if self._state is not _State.SWEEPING and self.dispatcher.waiting:
             self._lag.behind()
             self._kick()  # the rest after the other arenas' turn
         elif not self._sub.has_input():
@@ -457,19 +463,13 @@ class ArenaRunner(Dispatcher):
         self._arm_timer()
 
     def _work(self) -> None:
-        """Apply up to BATCH_MAX inbox items as one batch, then journal,
-        publish and acknowledge it (see _flush)."""
-        for _ in range(BATCH_MAX):
-            if self._halting or self._state is _State.SWEEPING:
-                break
-            if self._high:
-                item: object = self._high.popleft()
-            elif self._low:
-                item = self._low.popleft()
-            else:
-                break
-            self._dispatch(item)
-        self._flush()
+        """Apply up to a batch of inbox items, then journal, publish and
+        acknowledge them (see Dispatcher.work and Batch.flush)."""
+        self.dispatcher.work(self._paused)
+
+    def _paused(self) -> bool:
+        """The inbox waits: stopping, or a sweep under way."""
+        return self._halting or self._state is _State.SWEEPING
 
     def _halt(self, fatal: Fatal | None) -> None:
         """Stop once the current batch is out: asked to (None), or for ``fatal``."""
@@ -485,23 +485,19 @@ class ArenaRunner(Dispatcher):
 
     def _housekeeping(self) -> None:
         now = self._clock()
-        self.rejections.roll(now)
+        self.dispatcher.rejections.roll(now)
         if self._state is _State.UP:
             self._send_probe(now)
             self._lag.window(now)
         if self._state is _State.UP and (extension := self._lag.extension(self.arena.game, now)):
-            self._execute(self.arena.extend(extension, now))
-            self._flush()
+            self.dispatcher.apply(self.arena.extend(extension, now))
+            self.batch.flush()
             self._arm_timer()
         self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
 
-    @property
-    def is_up(self) -> bool:
-        return self.connected.is_set()
-
     def _after_out_read(self) -> None:
-        self._note_published()
-        if self._high:  # (OutConnected)
+        self.batch.note_published()
+        if self.dispatcher.urgent:  # (OutConnected)
             self._kick()
         if self._state is _State.STOPPING:
             self._farewell.read()
@@ -525,20 +521,13 @@ class ArenaRunner(Dispatcher):
         self._state = _State.SWEEPING
         self._sweep.start()
 
-    def _rival(self) -> bool:
-        """A lease newer than this referee's among those the broker showed
-        since the subscriber connected: the arena was taken meanwhile."""
-        mine = Lease.parse(self.arena.lease)
-        seen = [lease for lease in map(Lease.parse, self._leases_seen) if lease is not None]
-        return mine is not None and any(other.id != mine.id and other.newer_than(mine) for other in seen)
-
     def _end_sweep(self) -> None:
         """Clear what the sweep found stale, publish what the journal says the
         teams have not heard yet (a referee killed between journaling and
         publishing), then the state: the arena is up. Unless the broker showed
         a newer lease meanwhile (it came before the sweep's marker): then
         nothing at all, and this referee stops."""
-        if self._rival():
+        if self._fence.rival():
             log.error("[%s] a newer referee holds this arena: stopping, publishing nothing", self.name)
             self._halt(Fatal(Stop.ARENA_TAKEN, f"arena {self.name}: another referee took it over meanwhile"))
             return
@@ -546,11 +535,9 @@ class ArenaRunner(Dispatcher):
         t = self.arena.topics
         self._sweep.finish(self.out, keep={*self.arena.game.retained, t.server, t.pubkey})
         backlog, self.arena.backlog = self.arena.backlog, []
-        self._outbox += backlog
-        self._mark = self.arena.backlog_to
-        self._backlog_end = self.arena.backlog_to if backlog else 0
-        self._execute(list(self.arena.presence()))
-        self._flush()
+        self.batch.republish(backlog, self.arena.backlog_to)
+        self.dispatcher.apply(list(self.arena.presence()))
+        self.batch.flush()
         self._connected_at = self._clock()
         self._lag.reset()
         self._state = _State.UP
@@ -560,8 +547,8 @@ class ArenaRunner(Dispatcher):
             cut = self._connected_at - self._lost_at
             self._lost_at = None
             if cut > EXTEND_AFTER_S:
-                self._execute(self.arena.extend(cut, self._connected_at))
-                self._flush()
+                self.dispatcher.apply(self.arena.extend(cut, self._connected_at))
+                self.batch.flush()
 
     # -- the arena's timers --------------------------------------------------------------
 
@@ -588,8 +575,8 @@ class ArenaRunner(Dispatcher):
             self._work()
         deadline, now = self.arena.next_deadline(), self._clock()
         if self._timer_due(deadline, now):
-            self._execute(self.arena.on_tick(now))
-            self._flush()
+            self.dispatcher.apply(self.arena.on_tick(now))
+            self.batch.flush()
         # held back, or the same deadline again: look again shortly
         self._arm_timer(recheck=self.arena.next_deadline() == deadline)
 
@@ -604,7 +591,7 @@ class ArenaRunner(Dispatcher):
             return False
         if self._lag.holding(now):  # the teams' messages are late on their way: they come first
             return False
-        return not (self._high or self._low or self._sub.has_input()) or now >= deadline + TIMER_GRACE_S
+        return not (self.dispatcher.waiting or self._sub.has_input()) or now >= deadline + TIMER_GRACE_S
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -629,9 +616,7 @@ class ArenaRunner(Dispatcher):
         self._sweep.cancel()
         for name in ("_timer", "_chores"):
             self._cancel(name)
-        self._records.clear()
-        self._outbox.clear()
-        self._acks.clear()
+        self.batch.drop()
         if self._journal is not None:
             with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
                 self._journal.settle()

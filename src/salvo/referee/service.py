@@ -176,7 +176,7 @@ class Referee:
     def arenas_up(self) -> dict[str, bool]:
         """Each arena (by prefix): is it connected to the broker and serving
         now? From any thread; it does not wait for the loop."""
-        return {r.arena.topics.prefix: r.is_up for r in self.runners}
+        return {r.arena.topics.prefix: r.connected.is_set() for r in self.runners}
 
     def wait_connected(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
