@@ -290,3 +290,12 @@ def test_a_damaged_state_file_is_refused_naming_the_game_the_broker_shows(
         shown.publish(t.state, "", retain=True)
         shown.publish(t.game_id, "", retain=True)
         shown.close()
+
+
+@pytest.mark.parametrize("command", ["referee", "tournament"])
+def test_a_reset_after_of_zero_is_refused_before_anything_starts(command: str) -> None:
+    """The game's Config refuses it (a game over would never reset): the
+    tournament used to accept it and fail later, at its first game."""
+    args = [command] if command == "referee" else ["tournament", "run"]
+    out = CliRunner().invoke(main, [*args, "--reset-after", "0", "--broker", "mqtt://127.0.0.1:1"])
+    assert out.exit_code == 2 and "--reset-after" in out.output, out.output

@@ -42,6 +42,20 @@ class StandIn:
         self.calls.append(("extend", prefix))
         return True
 
+    def pause_game(self, prefix: str, reason: str) -> bool:
+        self.calls.append(("pause_game", prefix))
+        return True
+
+    def resume_game(self, prefix: str) -> bool:
+        self.calls.append(("resume_game", prefix))
+        return True
+
+    def seat(self, prefix: str, players: int) -> bool:
+        return True
+
+    def arenas_up(self) -> dict[str, bool]:
+        return {}
+
     def any_stopped(self) -> bool:
         return False
 

@@ -117,7 +117,11 @@ def tournament() -> None:
     "--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, envvar="SALVO_TURN_TIMEOUT"
 )
 @click.option(
-    "--reset-after", type=click.FloatRange(min=0), default=10.0, show_default=True, envvar="SALVO_RESET_AFTER"
+    "--reset-after",
+    type=click.FloatRange(min=0, min_open=True),  # (Config refuses 0: a game over would never reset)
+    default=10.0,
+    show_default=True,
+    envvar="SALVO_RESET_AFTER",
 )
 @pace_option
 @click.option(

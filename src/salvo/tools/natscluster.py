@@ -1,6 +1,6 @@
 """A NATS cluster on this machine: JetStream and the MQTT listener on every
 node, routes between them, all on loopback. For the failover test, ``salvo
-bench scale --cluster`` and an organiser's rehearsal of a clustered league.
+bench scale --nats`` and an organiser's rehearsal of a clustered league.
 
 NATS (2.9, Debian's ``nats-server``) speaks MQTT 3.1.1: retained messages
 and sessions live in JetStream streams, replicated to every node

@@ -11,7 +11,7 @@ from salvo.organiser.tournament.controls import ACTIONS, ControlError
 from salvo.organiser.tournament.scoring import GameResult
 
 if TYPE_CHECKING:
-    from salvo.organiser.tournament.director import Director
+    from salvo.organiser.tournament.director import ArenaOps, Director
 
 MAX_EXTRA_S = 3600.0
 
@@ -69,11 +69,12 @@ def _game(d: Director, args: dict[str, Any]) -> GameResult:
     return d.state.results[index]
 
 
-def _referee(d: Director, method: str) -> Any:
-    call = getattr(d.referee, method, None)
-    if call is None:
-        raise ControlError("unsupported", f"this referee cannot {method.replace('_', ' ')}")
-    return call
+def _referee(d: Director) -> ArenaOps:
+    """The referee of the director's arenas (a director run without one, as
+    some tools do, has nothing to control)."""
+    if d.referee is None:
+        raise ControlError("unsupported", "this director runs no referee: nothing to control")
+    return d.referee
 
 
 # -- the tournament ---------------------------------------------------------------------------
@@ -98,14 +99,14 @@ def _resume(d: Director, _args: dict[str, Any]) -> str:
 
 def _pause_game(d: Director, args: dict[str, Any]) -> str:
     arena = _arena(d, args)
-    if not _referee(d, "pause_game")(arena, "paused by the organisers"):
+    if not _referee(d).pause_game(arena, "paused by the organisers"):
         raise ControlError("not-running", f"no clock to stop in {arena} (paused already, or over)")
     return "ok"
 
 
 def _resume_game(d: Director, args: dict[str, Any]) -> str:
     arena = _arena(d, args)
-    if not _referee(d, "resume_game")(arena):
+    if not _referee(d).resume_game(arena):
         raise ControlError("not-paused", f"the game in {arena} is not paused")
     return "ok"
 
@@ -118,7 +119,7 @@ def _extra_time(d: Director, args: dict[str, Any]) -> str:
         raise ControlError("bad-arguments", f"seconds must be a number, not {args['seconds']!r}") from None
     if not 0 < seconds <= MAX_EXTRA_S:
         raise ControlError("bad-arguments", f"seconds must be more than 0 and at most {MAX_EXTRA_S:g}")
-    if not _referee(d, "extend")(arena, seconds):
+    if not _referee(d).extend(arena, seconds):
         raise ControlError("not-running", f"no running deadline in {arena}")
     return f"{seconds:g}s more"
 
@@ -126,9 +127,9 @@ def _extra_time(d: Director, args: dict[str, Any]) -> str:
 def _stop_game(d: Director, arena: str, reason: str) -> None:
     """End what runs in ``arena``: a lobby is closed, a game abandoned."""
     if d.arena_state(arena) == "lobby":
-        if not _referee(d, "close_lobby")(arena, reason):
+        if not _referee(d).close_lobby(arena, reason):
             raise ControlError("not-running", f"the lobby of {arena} could not be closed")
-    elif not _referee(d, "abort_game")(arena, reason):
+    elif not _referee(d).abort_game(arena, reason):
         raise ControlError("not-running", f"the game in {arena} could not be aborted")
 
 

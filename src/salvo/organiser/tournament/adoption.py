@@ -71,6 +71,7 @@ def adopt(d: Director) -> list[str]:
         adopted.append(arena)
         log.info("round %d: %s carries on in arena %s", fixture.round, " vs ".join(fixture.teams), arena)
     d.save()
+    d.hold_the_finished()
     playing = d.busy_teams()
     for team in d.state.teams:
         if team in d.state.withdrawn:

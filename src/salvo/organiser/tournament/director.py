@@ -49,9 +49,27 @@ LOOP_STALE_S = 10.0
 
 
 class ArenaOps(Protocol):
-    """What the director asks of the referee of its arenas (salvo.referee.service.Referee)."""
+    """What the director asks of the referee of its arenas
+    (salvo.referee.service.Referee), all of it: each control answers False
+    when the referee did not apply it in time."""
 
     def close_lobby(self, prefix: str, reason: str) -> bool: ...
+
+    def pause_game(self, prefix: str, reason: str) -> bool: ...
+
+    def resume_game(self, prefix: str) -> bool: ...
+
+    def extend(self, prefix: str, seconds: float) -> bool: ...
+
+    def abort_game(self, prefix: str, reason: str) -> bool: ...
+
+    def seat(self, prefix: str, players: int) -> bool:
+        """The arena's game starts when ``players`` are ready (tables of 3-4)."""
+        ...
+
+    def arenas_up(self) -> dict[str, bool]:
+        """Each arena: connected to the broker and serving."""
+        ...
 
     def any_stopped(self) -> bool:
         """An arena stopped on its own (its journal cannot be written, a bug):
@@ -326,9 +344,21 @@ class Director:
         table of 3 that has 2 ready must not start without the third)."""
         if self.state.table_size == 2 or self._seated.get(arena) == players:
             return
-        seat = getattr(self.referee, "seat", None)
-        if seat is not None and seat(arena, players):  # False: no answer, asked again next step
+        if self.referee is not None and self.referee.seat(arena, players):  # False: no answer, asked again next step
             self._seated[arena] = players
+
+    def hold_the_finished(self) -> None:
+        """After a restart: the teams still listed in an arena whose game is
+        over (its reset to come) are busy there until it is back in its
+        lobby, as if this director had seen the game end (what it knew of
+        that, in memory, did not survive a kill). Without this a restart
+        between a result and the arena's reset assigned such a team to the
+        other arena while the first still listed it (tests/test_tournament_faults.py)."""
+        for arena in self.arenas:
+            if arena in self.state.live or arena in self._finishing:
+                continue
+            if self.value(Topics(arena).state) == b"over" and (listed := self.listed(arena)):
+                self._finishing[arena] = set(listed)
 
     def listed(self, arena: str) -> list[str]:
         """The names on the arena's retained /players/list."""
@@ -517,8 +547,7 @@ class Director:
         is wrong otherwise. Nothing secret; never waits for the loop (its
         lock), so a stuck loop is reported, not joined."""
         since = time.monotonic() - self.ticked
-        arenas_up = getattr(self.referee, "arenas_up", None)
-        arenas: dict[str, bool] = arenas_up() if arenas_up is not None else {}
+        arenas = self.referee.arenas_up() if self.referee is not None else {}
         wrong = []
         if self.stop.is_set():
             wrong.append("the director is stopping")
