@@ -13,18 +13,18 @@ import sqlite3
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import MQTTErrorCode
 
 from salvo.arena.arena import Log
 from salvo.arena.journal import Store, StoreFailure
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Config, Event
-from salvo.net.link import RETRY_MAX_S, RETRY_MIN_S, Link, acknowledged
+from salvo.net.link import CONNECT_TIMEOUT_S, RETRY_MAX_S, RETRY_MIN_S, Link, acknowledged
 from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker, connect_async, new_client
 from salvo.referee import presence, runner
@@ -48,8 +48,8 @@ class _Clock(Loop):
         super().__init__(clock=lambda: self.now)
 
     def advance(self, until: float) -> None:
-        while self._ready or (self._timers and self._timers[0][0] <= until):
-            if not self._ready:
+        while self._ready or self._handover or (self._timers and self._timers[0][0] <= until):
+            if not self._ready and not self._handover:
                 self.now = self._timers[0][0]
             self.run_once(0)
         self.now = until
@@ -73,14 +73,15 @@ def test_a_link_backs_off_doubling_up_to_the_cap_and_only_when_due(monkeypatch: 
     connect_async(client, broker)
     loop = _Clock()
     tries: list[float] = []
-    real = client.reconnect
+    real = client.begin_attempt
 
-    def counted() -> MQTTErrorCode:
+    def counted() -> None:
         tries.append(loop.now)
-        return real()
+        real()
 
-    client.reconnect = counted  # type: ignore[method-assign]
-    link = Link(loop, client, "connection", name="t", broker=broker)
+    client.begin_attempt = counted  # type: ignore[method-assign]
+    # The attempt's blocking part at once, not on a thread: this loop's time stands still.
+    link = Link(loop, client, "connection", name="t", broker=broker, connector=lambda job: job())
     link.start()
     loop.advance(20.0)
     gaps = [b - a for a, b in itertools.pairwise(tries)]
@@ -397,3 +398,297 @@ def test_a_published_backlog_is_marked_in_the_state_file_before_anything_else_ha
     finally:
         ref.stop()
         again.close()
+
+
+# -- connecting never blocks the loop (issue 30) ------------------------------------------
+
+
+class _LoopThread:
+    """A loop running on a thread of its own, as the referee's does."""
+
+    def __init__(self) -> None:
+        self.loop = Loop()
+        self.thread = threading.Thread(target=self.loop.run, name="test-loop", daemon=True)
+        self.thread.start()
+
+    def on(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on the loop's thread; its result."""
+        done: Future[Any] = Future()
+
+        def call() -> None:
+            try:
+                done.set_result(fn(*args))
+            except Exception as exc:
+                done.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(call)
+        return done.result(10)
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.thread.join(10)
+        self.loop.close()
+
+
+def _dropping_address() -> tuple[socket.socket, list[socket.socket]]:
+    """A listener whose accept queue is full: the kernel drops every further
+    SYN, as a firewall that drops packets does (a connect times out)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    queued = []
+    while True:
+        try:
+            queued.append(socket.create_connection(listener.getsockname(), timeout=0.3))
+        except TimeoutError:
+            return listener, queued
+
+
+class _Gate:
+    """A client's open_socket held until ``release()``: an attempt under way
+    for as long as the test needs. Records the sockets it yields."""
+
+    def __init__(self, client: Any) -> None:
+        self.real = client.open_socket
+        self.open = threading.Event()
+        self.started = threading.Event()
+        self.calls = 0
+        self.yielded: list[Any] = []
+        client.open_socket = self
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        self.started.set()
+        assert self.open.wait(10)
+        sock = self.real()
+        self.yielded.append(sock)
+        return sock
+
+    def release(self) -> None:
+        self.open.set()
+
+    def closed(self) -> bool:
+        """The socket the attempt yielded is closed."""
+        return bool(self.yielded) and self.yielded[0].fileno() == -1
+
+
+def test_a_node_that_drops_packets_holds_up_no_other_arena_on_the_loop(broker: Mosquitto, tmp_path: Path) -> None:
+    """Arena A's broker address drops packets; arena B, on the same loop
+    thread, is served at once all the while: each of B's round trips starts
+    and ends while one of A's connection attempts is under way (a blocking
+    connect would hold the loop, and B, for CONNECT_TIMEOUT_S each time)."""
+    tag = uuid.uuid4().hex[:8]
+    dropped, served = f"a{tag}", f"b{tag}"
+    arena_a, arena_b = make_arenas([dropped, served], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    listener, queued = _dropping_address()
+    host, port = listener.getsockname()
+    ref = Referee([arena_b], Broker.from_url(broker.url("referee")), client_id=f"served-{tag}")
+    a = runner.ArenaRunner(
+        arena_a,
+        Broker.from_url(f"mqtt://{host}:{port}"),
+        client_id=f"dropped-{tag}",
+        pool=ref.pool,
+        loop=ref.loop,
+        on_stopped=ref._arena_stopped,
+    )
+    ref.runners.append(a)
+    windows: list[tuple[float, float, str]] = []  # A's failed attempts: start, end, why
+
+    def timed(real: Any) -> Any:
+        def open_socket() -> Any:
+            start = time.monotonic()
+            try:
+                return real()
+            except OSError as exc:
+                windows.append((start, time.monotonic(), type(exc).__name__))
+                raise
+
+        return open_socket
+
+    a.client.open_socket = timed(a.client.open_socket)  # type: ignore[method-assign]
+    a.out.open_socket = timed(a.out.open_socket)  # type: ignore[method-assign]
+    t = Topics(served)
+    rec = Recorder(broker, "referee", [f"/{served}/#"])
+    ref.start()
+    try:
+        assert ref.runners[0].connected.wait(10)
+        for i in range(3):
+            wait_until(lambda: a._sub.connecting and a._pub.connecting, 10, "A's attempts under way")
+            underway = {a._sub._underway, a._pub._underway} - {None}
+            start = time.monotonic()
+            rec.publish(t.request_participation, f'{{"name": "team{i}", "secret": "s"}}')
+            rec.wait(lambda m, i=i: m.topic == t.players_list and f"team{i}" in m.text, timeout=10)  # type: ignore[misc]
+            # B's round trip began and ended while an attempt of A was under way
+            assert underway & {a._sub._underway, a._pub._underway}, f"round trip {i}: no attempt of A lasted it"
+            assert time.monotonic() - start < CONNECT_TIMEOUT_S
+        # A keeps trying (each attempt gives up after CONNECT_TIMEOUT_S) and never connects.
+        wait_until(lambda: sum(w[2] == "TimeoutError" for w in windows) >= 4, 20, "A's attempts to time out")
+        assert not a.connected.is_set() and a.alive and a.fatal is None
+        assert all(w[1] - w[0] >= CONNECT_TIMEOUT_S * 0.9 for w in windows if w[2] == "TimeoutError")
+    finally:
+        rec.close()
+        ref.stop()  # A halts while an attempt is under way: nothing more of it
+        listener.close()
+        for sock in queued:
+            sock.close()
+    assert not ref._thread.is_alive() and not a.alive
+
+
+def test_a_tls_handshake_that_never_ends_runs_off_the_loop() -> None:
+    """A TLS listener that accepts TCP and never answers the handshake: the
+    loop's timers run all the while, and the attempt takes the back-off."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # queued by the kernel, never accepted, never answered
+    broker = Broker.from_url(f"mqtts://127.0.0.1:{silent.getsockname()[1]}")
+    client = new_client(broker, "tls-silent", connect_timeout=1.0)
+    connect_async(client, broker)
+    lt = _LoopThread()
+    ticks: list[float] = []
+    failures: list[tuple[float, float]] = []
+    real = client.open_socket
+
+    def timed() -> Any:
+        start = time.monotonic()
+        try:
+            return real()
+        except OSError:
+            failures.append((start, time.monotonic()))
+            raise
+
+    client.open_socket = timed  # type: ignore[method-assign]
+
+    def tick() -> None:
+        ticks.append(time.monotonic())
+        lt.loop.call_later(0.05, tick)
+
+    link = lt.on(lambda: Link(lt.loop, client, "connection", name="tls", broker=broker))
+    lt.on(tick)
+    lt.on(link.start)
+    try:
+        wait_until(lambda: len(failures) >= 2, 10, "two attempts to time out")
+        start, end = failures[0]
+        assert end - start >= 0.9  # the handshake waited its timeout ...
+        assert sum(start < t < end for t in ticks) >= 5  # ... and the loop ran meanwhile
+        assert lt.on(lambda: link.is_open) is False
+    finally:
+        lt.on(link.abort)
+        lt.close()
+        silent.close()
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+def test_a_link_closed_while_connecting_closes_what_the_attempt_yields(broker: Mosquitto, how: str) -> None:
+    url = Broker.from_url(broker.url("referee"))
+    client = new_client(url, f"closing-{uuid.uuid4().hex[:8]}")
+    connect_async(client, url)
+    gate = _Gate(client)
+    lt = _LoopThread()
+    link = lt.on(lambda: Link(lt.loop, client, "connection", name="t", broker=url))
+    try:
+        lt.on(link.start)
+        assert gate.started.wait(10)
+        assert lt.on(lambda: link.connecting)
+        lt.on(getattr(link, how))
+        gate.release()
+        wait_until(gate.closed, 10, "the late socket to be closed")
+        # No reconnect afterwards: nothing scheduled, nothing under way, one attempt in all.
+        assert lt.on(lambda: (link.connecting, link._retry, client.socket(), link.is_open)) == (
+            False,
+            None,
+            None,
+            False,
+        )
+        assert gate.calls == 1
+    finally:
+        gate.release()
+        lt.close()
+
+
+def test_a_referee_halted_while_connecting_closes_the_late_socket(broker: Mosquitto, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    (arena,) = make_arenas([f"h{tag}"], Config(), 1, crypto.load_or_create_referee_key(tmp_path / "k"))
+    ref = Referee([arena], Broker.from_url(broker.url("referee")), client_id=f"halt-{tag}")
+    gate = _Gate(ref.runners[0].client)
+    ref.start()
+    try:
+        assert gate.started.wait(10)
+    finally:
+        ref.stop()  # halted with the subscribing connection's attempt under way
+    assert not ref._thread.is_alive() and not ref.runners[0].alive
+    gate.release()
+    wait_until(gate.closed, 10, "the late socket to be closed")
+    assert gate.calls == 1
+
+
+def test_what_is_published_while_connecting_goes_out_after_connack(broker: Mosquitto) -> None:
+    url = Broker.from_url(broker.url("referee"))
+    topic = f"/q{uuid.uuid4().hex[:8]}/queued"
+    rec = Recorder(broker, "referee", [topic])
+    client = new_client(url, f"queued-{uuid.uuid4().hex[:8]}")
+    connect_async(client, url)
+    gate = _Gate(client)
+    lt = _LoopThread()
+    link = lt.on(lambda: Link(lt.loop, client, "connection", name="t", broker=url))
+    try:
+        lt.on(link.start)
+        assert gate.started.wait(10)
+        info = lt.on(lambda: client.publish(topic, b"meanwhile", qos=1))  # paho queues it
+        gate.release()
+        rec.wait_for(topic, "meanwhile", timeout=10)
+        wait_until(lambda: lt.on(lambda: acknowledged(info)), 10, "the PUBACK")
+    finally:
+        gate.release()
+        lt.on(link.close)
+        lt.close()
+        rec.close()
+
+
+def test_a_link_fails_over_and_falls_back_to_mqtt_3_off_the_loop() -> None:
+    """A dead node, then one that refuses MQTT 5 (as NATS does): the second
+    attempt goes to the next node, the third to the same node in 3.1.1."""
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, never listening: refused
+    old = socket.socket()
+    old.bind(("127.0.0.1", 0))
+    old.listen(4)
+    levels: list[int] = []
+
+    def broker_311() -> None:
+        while len(levels) < 2:
+            conn, _ = old.accept()
+            with conn:
+                packet = conn.recv(1024)  # CONNECT: fixed header, protocol name, level
+                name = b"MQIsdp" if b"MQIsdp" in packet else b"MQTT"  # (3.1's name, 3.1.1's and 5's)
+                level = packet[packet.index(name) + len(name)]
+                levels.append(level)
+                conn.sendall(b"\x20\x02\x00\x00" if level == 4 else b"\x20\x02\x00\x01")
+                conn.recv(1024)  # until the client closes (or subscribes: the test is over)
+
+    server = threading.Thread(target=broker_311, daemon=True)
+    server.start()
+    ports = [dead.getsockname()[1], old.getsockname()[1]]
+    url = Broker.from_url(f"mqtt://127.0.0.1:{ports[0]},mqtt://127.0.0.1:{ports[1]}")
+    client = new_client(url, f"fallback-{uuid.uuid4().hex[:8]}")
+    connect_async(client, url)
+    tried: list[int] = []
+    real = client.begin_attempt
+
+    def noted() -> None:
+        real()
+        tried.append(client.endpoint[1])
+
+    client.begin_attempt = noted  # type: ignore[method-assign]
+    lt = _LoopThread()
+    link = lt.on(lambda: Link(lt.loop, client, "connection", name="t", broker=url))
+    try:
+        lt.on(link.start)
+        wait_until(lambda: lt.on(client.is_connected), 10, "connected in 3.1.1")
+        assert tried == [ports[0], ports[1], ports[1]]
+        assert levels == [5, 4] and not client.mqtt5
+    finally:
+        lt.on(link.abort)
+        lt.close()
+        server.join(10)
+        dead.close()
+        old.close()

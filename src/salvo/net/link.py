@@ -8,18 +8,31 @@ when paho has bytes it could not write yet. The loop then calls
 A link also (re)connects with jittered, capped back-off.
 
 Each attempt after the first goes to the next node of a cluster
-(:class:`salvo.net.mqtt.Client`). Connecting (``reconnect()``) blocks the loop
-for the TCP (and TLS) handshake: cheap on a local network, and a node that
-is down refuses at once; a broker address that drops packets would stall
-every arena up to paho's connect timeout (CONNECT_TIMEOUT_S).
+(:class:`salvo.net.mqtt.Client`). Connecting never blocks the loop: one
+loop serves every arena of a process, and a node that drops packets would
+hold all of them up to ``connect_timeout`` (CONNECT_TIMEOUT_S) per attempt.
+An attempt is split in three (``Client.begin_attempt``, ``open_socket``,
+``connect_on``): the loop picks the node; a thread of the attempt's own
+makes the socket (TCP connect, TLS or websocket handshake: the blocking
+part of paho's ``reconnect()``, which reads only the client's settings);
+the loop gets it back through ``Loop.call_soon_threadsafe`` and hands it to
+paho, which resets its state, calls the socket callbacks and queues CONNECT
+as its own ``reconnect()`` does. So paho runs only on the loop's thread, all
+but that socket connect: what is published meanwhile waits in paho's queue,
+as between attempts, and goes out after CONNACK. A link closed or aborted
+while its attempt is under way closes the socket the attempt yields and
+does not reconnect; a failed attempt (refused, unreachable, timed out, a
+TLS error) takes the usual back-off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import select
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -40,9 +53,10 @@ RETRY_MIN_S: Final = 0.1
 RETRY_MAX_S: Final = 1.0
 #: paho's keep-alive and timeout bookkeeping (loop_misc) runs this often.
 MISC_EVERY_S: Final = 1.0
-#: paho's TCP (and TLS) connect blocks the loop up to this long (its default
-#: is 5 s) for a node that drops packets; a node that is down refuses at once.
-#: (Set by whoever makes the client: paho refuses it once connect_async ran.)
+#: An attempt's TCP (and TLS) connect gives up after this long (paho's default
+#: is 5 s) on a node that drops packets (off the loop: the other arenas go
+#: on meanwhile); a node that is down refuses at once. (Set by whoever makes
+#: the client: paho refuses it once connect_async ran.)
 CONNECT_TIMEOUT_S: Final = 2.0
 #: A readable socket is read for at most this many packets at a time (the
 #: other arenas wait meanwhile): enough for a salvo to become one batch.
@@ -64,17 +78,38 @@ TAKEOVER_JUDGED_AFTER_S: Final = 2.0
 SESSION_TAKEN_OVER: Final = _reason(PacketTypes.DISCONNECT, "Session taken over").value
 
 Guard = Callable[[Callable[[], None]], Callable[[], None]]
+#: Runs an attempt's blocking part (the callable) away from the loop's thread.
+Connector = Callable[[Callable[[], None]], None]
 
 
 def _unguarded(callback: Callable[[], None]) -> Callable[[], None]:
     return callback
 
 
+def _in_a_thread(job: Callable[[], None]) -> None:
+    """Each attempt on a thread of its own, which lives at most connect_timeout
+    (a link has at most one attempt under way): a pool would queue the
+    attempts to a healthy node behind those to a node that drops packets."""
+    threading.Thread(target=job, name="salvo-connect", daemon=True).start()
+
+
+class _Attempt:
+    """One connection attempt under way away from the loop's thread."""
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        #: the link no longer wants its socket (closed, aborted)
+        self.cancelled = False
+
+
 class Link:
     """A paho client whose socket the loop drives. ``on_read`` runs after
     each read (the owner applies what the callbacks handed over);
     ``on_closed`` after the socket closed. ``guard`` wraps every callback
-    the link gives the loop (its owner's error isolation)."""
+    the link gives the loop (its owner's error isolation). ``connector``
+    runs the blocking part of each attempt (a thread of its own by default;
+    a test may run it at once)."""
 
     def __init__(
         self,
@@ -88,6 +123,7 @@ class Link:
         on_read: Callable[[], None] | None = None,
         on_closed: Callable[[], None] | None = None,
         guard: Guard = _unguarded,
+        connector: Connector = _in_a_thread,
     ) -> None:
         self.loop = loop
         self.client = client
@@ -114,6 +150,10 @@ class Link:
         # select(), takes any descriptor number.
         self._peek = select.poll()
         self._retry: Handle | None = None
+        #: the attempt under way away from the loop's thread
+        self._underway: _Attempt | None = None
+        self._connector = connector
+        self._guard = guard
         self._misc: Timer | None = None
         self._write_due = False
         self._attempt_cb = guard(self._attempt)
@@ -133,6 +173,11 @@ class Link:
     def is_open(self) -> bool:
         return self._sock is not None
 
+    @property
+    def connecting(self) -> bool:
+        """An attempt is under way away from the loop's thread (no socket yet)."""
+        return self._underway is not None
+
     def start(self) -> None:
         """Connect now (connect_async has said where), and again whenever the
         connection is lost, after the back-off."""
@@ -148,31 +193,77 @@ class Link:
         """Reconnect again (now, when lost and held)."""
         if self.held:
             self.held = False
-            if not self.closing and self._retry is None and self.client.socket() is None:
+            if not self.closing and self._retry is None and self._idle():
                 self._retry = self.loop.call_soon(self._attempt_cb)
+
+    def _idle(self) -> bool:
+        """Neither connected nor connecting."""
+        return self._underway is None and self.client.socket() is None
 
     def _attempt(self) -> None:
         self._retry = None
-        if self.closing or self.held or self.client.socket() is not None:
+        if self.closing or self.held or not self._idle():
             return
         # Set before trying: a broker that accepts TCP and then refuses the
         # CONNECT closes the socket, and must not be retried in a tight loop.
         self.delay = min(max(RETRY_MIN_S, self.delay * 2), RETRY_MAX_S)
         self.retry_at = self.loop.time() + self.delay * random.uniform(0.5, 1.0)
+        self.client.begin_attempt()
+        attempt = self._underway = _Attempt()
         try:
-            self.client.reconnect()
+            self._connector(lambda: self._open(attempt))
+        except RuntimeError as exc:  # no thread to be had (a process or container limit)
+            self._underway = None
+            self._failed(exc)
+
+    def _open(self, attempt: _Attempt) -> None:
+        """Away from the loop's thread: the blocking part, its outcome handed back."""
+        sock: Any = None
+        error: Exception | None = None
+        try:
+            sock = self.client.open_socket()
+        except Exception as exc:  # (judged on the loop's thread: OSError retries, anything else is a bug)
+            error = exc
+        if sock is not None and (attempt.cancelled or self.loop.closed):
+            _close(sock)  # (if cancelled later, the loop's side closes it)
+            return
+        self.loop.call_soon_threadsafe(self._guard(lambda: self._landed(attempt, sock, error)))
+
+    def _landed(self, attempt: _Attempt, sock: Any, error: Exception | None) -> None:
+        """On the loop's thread: an attempt's socket, or why there is none."""
+        if attempt is not self._underway:  # closed or aborted meanwhile
+            if sock is not None:
+                _close(sock)
+            return
+        self._underway = None
+        if error is not None:
+            if not isinstance(error, OSError):
+                raise error
+            self._failed(error)
+            return
+        if self.closing or self.held or self.client.socket() is not None:
+            _close(sock)  # (held: release() starts the next attempt)
+            return
+        try:
+            self.client.connect_on(sock)
         except OSError as exc:
-            host, port = self.client.endpoint
-            log.warning(
-                "[%s] cannot reach broker %s:%d (%s): %s; retrying in %.1f s",
-                self.name,
-                host,
-                port,
-                self.role,
-                exc,
-                self.delay,
-            )
-            self._retry_later()
+            if self.client.socket() is not None:  # (paho took the socket, then failed)
+                self.client._sock_close()  # noqa: SLF001 (paho private, no public call; guarded: test_brokers)
+                self._forget_socket()
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        host, port = self.client.endpoint
+        log.warning(
+            "[%s] cannot reach broker %s:%d (%s): %s; retrying in %.1f s",
+            self.name,
+            host,
+            port,
+            self.role,
+            exc,
+            self.delay,
+        )
+        self._retry_later()
 
     def _retry_later(self) -> None:
         if not self.closing and self._retry is None:
@@ -280,25 +371,29 @@ class Link:
     def close(self) -> None:
         """Stop reconnecting; send DISCONNECT (the broker drops the last will).
         The socket closes once it is written (``on_closed``)."""
-        self.closing = True
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
+        self._stop_trying()
         if self._sock is not None:
             self.client.disconnect()
 
     def abort(self) -> None:
         """Close the socket without DISCONNECT: the broker publishes the last
         will. Stops reconnecting too."""
-        self.closing = True
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
+        self._stop_trying()
         if self._sock is not None:
             # paho has no public call for this; its own keep-alive timeout
             # closes the socket the same way.
             self.client._sock_close()  # noqa: SLF001 (paho private, no public call; guarded: test_brokers)
             self._forget_socket()
+
+    def _stop_trying(self) -> None:
+        """No more attempts; the one under way, if any, closes what it yields."""
+        self.closing = True
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._underway is not None:
+            self._underway.cancelled = True
+            self._underway = None
 
 
 class Takeovers:
@@ -379,6 +474,11 @@ def acknowledged(info: paho.MQTTMessageInfo) -> bool:
         return info.is_published()
     except (RuntimeError, ValueError):  # never queued: it will never be acknowledged
         return False
+
+
+def _close(sock: Any) -> None:
+    with contextlib.suppress(OSError):
+        sock.close()
 
 
 def _pending(sock: Any) -> bool:

@@ -228,6 +228,7 @@ class Client(paho.Client):
         self._refused = False  # ... and it was the broker refusing the login
         self._at_once = False  # the next attempt needs no wait (a protocol fall-back)
         self._halt = threading.Event()  # disconnect() or loop_stop(): no more waiting
+        self._handed: Any = None  # connect_on's socket, for reconnect() to take
 
     @property
     def mqtt5(self) -> bool:
@@ -355,17 +356,61 @@ class Client(paho.Client):
         self._clean_session = not self.persistent  # paho private; (3.1.1 has no expiry: a persistent session stays)
         self._connect_properties = None  # paho private; (MQTT 5 only: session expiry)
 
+    # -- connecting off the owner's thread (salvo.net.link) ------------------------------
+    #
+    # paho's reconnect() is a blocking socket connect (and TLS or websocket
+    # handshake) amid work on paho's state. An owner that must never block
+    # (an event loop) splits it: begin_attempt() and connect_on() on its own
+    # thread, open_socket() (the blocking part alone) on another.
+
+    def begin_attempt(self) -> None:
+        """On the owner's thread: pick this attempt's node (the next one of a
+        cluster after the first attempt), for :meth:`open_socket`."""
+        self._why, self._refused = "", False
+        self._next_endpoint()
+
+    def open_socket(self) -> Any:
+        """On any thread: the blocking part of paho's reconnect() alone, a
+        socket to :meth:`begin_attempt`'s node (TCP, then TLS or websocket
+        handshake, each within ``connect_timeout``), or OSError. It only
+        reads settings nobody changes during an attempt (node, TLS context,
+        timeout, proxy) and touches no session or queue."""
+        return paho.Client._create_socket(self)  # noqa: SLF001 (paho private, the blocking half of reconnect(); guarded)
+
+    def connect_on(self, sock: Any) -> MQTTErrorCode:
+        """On the owner's thread: the rest of paho's reconnect() with
+        :meth:`open_socket`'s socket: paho's state reset for a new
+        connection, its socket callbacks, CONNECT queued. The socket is
+        paho's from here on (closed here when paho fails before taking it)."""
+        self._handed = sock
+        try:
+            return self.reconnect()
+        finally:
+            if self._handed is not None:  # reconnect() failed before taking it
+                self._handed = None
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def _create_socket(self) -> Any:
+        # reconnect() calls this: connect_on's socket, when there is one
+        sock, self._handed = self._handed, None
+        return sock if sock is not None else super()._create_socket()
+
     def _pick_endpoint(self, _client: paho.Client, _userdata: Any) -> None:
         # Called by reconnect() itself, in state "connecting": paho's host
         # and port setters refuse then, so the fields are set directly.
         if self._protocol == paho.MQTTv5 and self.endpoints in _REFUSED_MQTT5:  # paho private
             self._speak_311()  # another client of this process learned it
+        if self._handed is None:  # (connect_on: begin_attempt picked the node)
+            self._next_endpoint()
+        self._quiet_disconnect = False  # (a socket closed without its callback)
+
+    def _next_endpoint(self) -> None:
         if self._tried and not self._same_again and len(self.endpoints) > 1:
             self._node = (self._node + 1) % len(self.endpoints)
             endpoint = self.endpoints[self._node]
             self._host, self._port = endpoint  # paho private
         self._tried, self._same_again = True, False
-        self._quiet_disconnect = False  # (a socket closed without its callback)
 
 
 def read_qos(client: Client) -> int:
