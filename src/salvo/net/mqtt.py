@@ -229,6 +229,9 @@ class Client(paho.Client):
         self._at_once = False  # the next attempt needs no wait (a protocol fall-back)
         self._halt = threading.Event()  # disconnect() or loop_stop(): no more waiting
         self._handed: Any = None  # connect_on's socket, for reconnect() to take
+        #: the owner connects through begin_attempt/open_socket/connect_on
+        #: (salvo.net.link): paho's own reconnects are turned into closes
+        self.attempts_by_owner = False
 
     @property
     def mqtt5(self) -> bool:
@@ -288,6 +291,15 @@ class Client(paho.Client):
         return f"{_host(host)}:{port}"
 
     def reconnect(self) -> MQTTErrorCode:
+        if self.attempts_by_owner and self._handed is None:
+            # paho itself reconnects at once from inside loop_read after some
+            # refusals (it steps down from 3.1.1 to 3.1, or makes up a client
+            # id): a blocking connect on the owner's thread. Instead paho closes
+            # the socket (the error below) and the owner's next attempt goes to
+            # the same node with what paho changed; it is no outage.
+            self._same_again = True
+            self._quiet_disconnect = True
+            return MQTTErrorCode.MQTT_ERR_CONN_REFUSED
         self._why, self._refused = "", False
         try:
             return super().reconnect()
