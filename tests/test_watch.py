@@ -3,9 +3,12 @@ positions that mean the same in every mode, and sync()."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.reasoncodes import ReasonCode
 
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Keep, NoReply, Recorder
@@ -100,3 +103,36 @@ def test_sync_waits_for_what_others_sent_before(broker: Mosquitto, sender: UserR
         assert [m.text for m in rec.on(f"/{prefix}/burst")] == [str(i) for i in range(200)]
     finally:
         rec.close()
+
+
+def test_a_retained_topic_cleared_while_away_is_forgotten_after_the_resync(broker: Mosquitto, prefix: str) -> None:
+    """A deletion leaves no message: a recorder that was away (a broker
+    restart) must not keep the old value for ever. The director lost an
+    arena for the night that way: a lobby's list cleared during a broker
+    restart stayed "occupied" in its view (tests/test_tournament_faults.py)."""
+    url = Broker.from_url(broker.url("referee"))
+    other = Recorder(url, [])
+    rec = Recorder(url, [f"/{prefix}/#"], keep="latest")
+    try:
+        for topic in ("kept", "cleared"):
+            other.publish(f"/{prefix}/{topic}", "1", retain=True)
+        rec.wait(lambda m: m.topic == f"/{prefix}/cleared", timeout=10)
+        # Away: not subscribed (as over a broker restart), while it is cleared.
+        unsubscribed = threading.Event()
+        rec.client.on_unsubscribe = lambda *_a: unsubscribed.set()
+        rec.client.unsubscribe(f"/{prefix}/#")
+        assert unsubscribed.wait(10)
+        other.publish(f"/{prefix}/cleared", "", retain=True)
+        assert rec.connects == 1
+        rec._on_connect(rec.client, None, None, ReasonCode(PacketTypes.CONNACK, "Success"), None)  # back
+        assert rec.connects == 2
+        since = rec.connected_at
+        rec.wait(lambda m: m.topic == f"/{prefix}/kept", after=since, timeout=10)  # subscribed again
+        other.publish(f"/{prefix}/marker", "m")  # after the retained ones
+        rec.wait(lambda m: m.topic == f"/{prefix}/marker", after=since, timeout=10)
+        assert rec.latest(f"/{prefix}/cleared") is not None  # (the stale value, until the resync)
+        assert rec.forget_before(since) == [f"/{prefix}/cleared"]
+        assert rec.latest(f"/{prefix}/cleared") is None and rec.latest(f"/{prefix}/kept") is not None
+    finally:
+        rec.close()
+        other.close()

@@ -76,6 +76,10 @@ class Recorder:
         self._all: list[Msg] = []  # keep="all"
         self._ring: collections.deque[tuple[int, Msg]] = collections.deque(maxlen=keep if type(keep) is int else 0)
         self._latest: dict[str, tuple[int, Msg]] = {}  # topic -> its last message and position (every mode)
+        #: (re)connections so far, and the position of the first message after each
+        self.connects = 0
+        self.connected_at = 0
+        self.connections: list[int] = []
         self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
         self.broker = broker
         self._cond = threading.Condition()
@@ -107,6 +111,10 @@ class Recorder:
         if rc.is_failure:
             self._refused = f"broker refused {self.broker.username or 'anonymous'}: {rc}"
             return
+        with self._cond:
+            self.connects += 1
+            self.connected_at = self.received
+            self.connections.append(self.received)
         self._connected.set()
         if self._filters:
             if self.client.mqtt5:
@@ -128,6 +136,18 @@ class Recorder:
                 self._ring.append((position, m))
             self._latest[m.topic] = (position, m)
             self._cond.notify_all()
+
+    def forget_before(self, position: int) -> list[str]:
+        """Drop the latest value of every topic last heard before
+        ``position``: after a reconnect, once the broker has sent the
+        subscription's retained messages again (a marker came back), a
+        topic it did not send was cleared while this client was away (a
+        deletion leaves no message to hear). The topics dropped."""
+        with self._cond:
+            gone = [topic for topic, (at, _m) in self._latest.items() if at < position]
+            for topic in gone:
+                del self._latest[topic]
+            return gone
 
     def _on_publish(self, _c: paho.Client, _u: Any, mid: int, rc: Any, _p: Any) -> None:
         with self._cond:

@@ -137,6 +137,7 @@ class Director:
         self._filters = set(filters)
         self.rec = Recorder(broker, filters, label="tournament", keep="latest")
         self._sync()
+        self._synced_connects = self.rec.connects
 
     # -- what the broker says -------------------------------------------------------------
 
@@ -145,6 +146,23 @@ class Director:
         token = f"sync-{time.monotonic_ns()}"
         self.rec.client.publish(TournamentTopics.marker, token, qos=1)
         self.rec.wait(lambda m: m.topic == TournamentTopics.marker and m.payload == token.encode(), timeout=10)
+
+    def _resync(self) -> None:
+        """After the recorder reconnected (a broker restart): what the broker
+        cleared meanwhile, e.g. a lobby's players list at an arena's reset,
+        left no message; the values it no longer holds are forgotten once it
+        has sent every retained one again. Without this a stale list kept an
+        arena "occupied" for the rest of the night (tests/test_tournament_faults.py)."""
+        if self.rec.connects == self._synced_connects:
+            return
+        connects, since = self.rec.connects, self.rec.connected_at
+        try:
+            self._sync()
+        except TimeoutError:  # away again: at the next step
+            return
+        self._synced_connects = connects
+        if gone := self.rec.forget_before(since):
+            log.info("after a reconnect the broker no longer holds %d retained topics, e.g. %s", len(gone), gone[0])
 
     def value(self, topic: str) -> bytes | None:
         msg = self.rec.latest(topic)
@@ -218,6 +236,7 @@ class Director:
                 return None
             self._serve_requests()
             with self._lock:
+                self._resync()
                 self.spool.serve(self)
                 self.check_registry()
                 for arena in self.arenas:
