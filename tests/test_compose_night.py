@@ -85,6 +85,7 @@ def night(tmp_path: Path) -> Iterator[Night]:
 
 
 @pytest.mark.docker
+@pytest.mark.browser  # the champion on the projector, in Chromium (no browser fixture: its own size and profile)
 def test_a_night_on_the_engine_as_the_guide_says(night: Night) -> None:
     n = night
     # -- before the night: the image, .env, certificates and cards, through the image only

@@ -238,10 +238,9 @@ def test_what_is_published_again_never_sends_a_retained_topic_back_in_time(tmp_p
     again.close()
 
 
-def test_a_refusal_the_broker_never_acknowledged_is_told_after_a_restart(tmp_path: Path) -> None:
-    """A refused shot spends its signature (journaled); killed before the
-    report went out, the redelivered message is then `replayed`: so the
-    report itself comes from the journal, with its real code."""
+def journaled_game_under_way(tmp_path: Path) -> tuple[Store, PrivateKey, ArenaDriver]:
+    """A journaled arena whose game is at its first turn, all of it
+    journaled and acknowledged by the broker (its records then cleared)."""
     store = Store(tmp_path / "state.db")
     key = PrivateKey.generate()
     (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
@@ -253,6 +252,14 @@ def test_a_refusal_the_broker_never_acknowledged_is_told_after_a_restart(tmp_pat
     d.place("bob", COLUMNS)
     store.mark_published("p", store.record_many([("p", 1, event) for event in d.records]))
     d.records.clear()
+    return store, key, d
+
+
+def test_a_refusal_the_broker_never_acknowledged_is_told_after_a_restart(tmp_path: Path) -> None:
+    """A refused shot spends its signature (journaled); killed before the
+    report went out, the redelivered message is then `replayed`: so the
+    report itself comes from the journal, with its real code."""
+    store, key, d = journaled_game_under_way(tmp_path)
     me = d.game.current
     assert me is not None
     other = "bob" if me == "alice" else "alice"
@@ -272,18 +279,7 @@ def test_only_the_last_salvos_hit_count_is_published_again_and_with_its_salvo(tm
     """/game/hits carries no turn: after a restart that publishes several
     salvos again, only the count that goes with the retained /game/salvo
     kept goes out (the review saw earlier counts arrive out of place)."""
-    store = Store(tmp_path / "state.db")
-    key = PrivateKey.generate()
-    (arena,) = make_arenas(["p"], CONFIG, 3, key, store)
-    d = ArenaDriver(prefix="p")
-    d.game, d.arena = arena.game, arena
-    for name in ("alice", "bob"):
-        d.join(name)
-    d.place("alice", ROWS)
-    d.place("bob", COLUMNS)
-    last = store.record_many([("p", 1, event) for event in d.records])
-    store.mark_published("p", last)
-    d.records.clear()
+    store, key, d = journaled_game_under_way(tmp_path)
     for _ in range(3):  # three whole salvos journaled, none acknowledged
         me = d.game.current
         assert me is not None

@@ -20,7 +20,6 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -29,11 +28,9 @@ import pytest
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Msg, Recorder
 from salvo.organiser.teams import Card, add_team
-from salvo.sdk.bots import make_strategy
-from salvo.sdk.follow import follow
 from salvo.sdk.outcomes import GameRecord
 from salvo.spec.topics import TournamentTopics
-from test_tournament_restart import director_cmd, overlaps
+from test_tournament_restart import director_cmd, overlaps, start_bots
 
 from conftest import BrokerFactory
 from mosquitto import Mosquitto
@@ -71,28 +68,13 @@ def _tournament(
 ) -> collections.Counter[str]:
     """One round robin under faults; the faults injected, by kind."""
     workdir.mkdir()
-    records: dict[str, list[GameRecord]] = {n: [] for n in NAMES}
-    returned: dict[str, int] = {}
-    errors: dict[str, str] = {}
-
-    def team(name: str) -> None:
-        card = cards[name]
-        broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, card.mqtt_password)
-        try:
-            returned[name] = follow(
-                broker, name, card.secret, lambda: make_strategy("random", name), on_game=records[name].append
-            )
-        except Exception as exc:
-            errors[name] = repr(exc)
-
+    records, returned, errors = {n: list[GameRecord]() for n in NAMES}, dict[str, int](), dict[str, str]()
     watch = Recorder(Broker.from_url(mosq.url("referee")), ["/+/players/list", "/+/game/state"])
     for name in NAMES:
         # The last night's {"done": true} is still retained: a bot started
         # before this night's director clears it would go home at once.
         watch.publish(TournamentTopics.assignment(name), "", retain=True)
-    bots = [threading.Thread(target=team, args=(n,), daemon=True) for n in NAMES]
-    for b in bots:
-        b.start()
+    bots = start_bots(mosq.port, cards, records, returned, errors)
     cmd = director_cmd(mosq.url("referee"), workdir, registry)
     state_file, log = workdir / "tournament.json", workdir / "director.log"
     faults: collections.Counter[str] = collections.Counter()

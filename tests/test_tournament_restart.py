@@ -19,7 +19,7 @@ from typing import Any
 
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Msg, Recorder, wait_until
-from salvo.organiser.teams import add_team
+from salvo.organiser.teams import Card, add_team
 from salvo.referee.ownership import TOURNAMENT, Lease
 from salvo.sdk.bots import make_strategy
 from salvo.sdk.follow import follow
@@ -80,6 +80,34 @@ def overlaps(messages: list[Msg]) -> list[str]:
     return found
 
 
+def start_bots(
+    port: int,
+    cards: dict[str, Card],
+    records: dict[str, list[GameRecord]],
+    returned: dict[str, int],
+    errors: dict[str, str],
+) -> list[threading.Thread]:
+    """Each team's `salvo bot --tournament` stand-in, on a thread: it follows
+    its assignments with a random strategy; what it played goes to
+    ``records``, how many games it was told of to ``returned``, a crash to
+    ``errors``."""
+
+    def team(name: str) -> None:
+        card = cards[name]
+        broker = Broker.from_url(f"mqtt://127.0.0.1:{port}").with_credentials(name, card.mqtt_password)
+        try:
+            returned[name] = follow(
+                broker, name, card.secret, lambda: make_strategy("random", name), on_game=records[name].append
+            )
+        except Exception as exc:
+            errors[name] = repr(exc)
+
+    bots = [threading.Thread(target=team, args=(n,), daemon=True) for n in cards]
+    for b in bots:
+        b.start()
+    return bots
+
+
 def test_round_robin_survives_sigterm_mid_game(new_broker: BrokerFactory, tmp_path: Path) -> None:
     names = ["ann", "bob", "cat", "dan", "eve"]  # odd: a bye each round, rounds overlap
     mosq = new_broker(users={"referee": "referee-pw"})
@@ -87,27 +115,13 @@ def test_round_robin_survives_sigterm_mid_game(new_broker: BrokerFactory, tmp_pa
     cards = {n: add_team(registry, mosq.passwd, n) for n in names}
     mosq.start()
     try:
-        records: dict[str, list[GameRecord]] = {n: [] for n in names}
-        returned: dict[str, int] = {}
-        errors: dict[str, str] = {}
-
-        def team(name: str) -> None:
-            card = cards[name]
-            broker = Broker.from_url(f"mqtt://127.0.0.1:{mosq.port}").with_credentials(name, card.mqtt_password)
-            try:
-                returned[name] = follow(
-                    broker, name, card.secret, lambda: make_strategy("random", name), on_game=records[name].append
-                )
-            except Exception as exc:
-                errors[name] = repr(exc)
+        records, returned, errors = {n: list[GameRecord]() for n in names}, dict[str, int](), dict[str, str]()
 
         watch = Recorder(
             Broker.from_url(mosq.url("referee")),
             ["/tournament/standings", "/tournament/assignments/+", "/+/game/state", "/+/players/list"],
         )
-        bots = [threading.Thread(target=team, args=(n,), daemon=True) for n in names]
-        for b in bots:
-            b.start()
+        bots = start_bots(mosq.port, cards, records, returned, errors)
         cmd = director_cmd(mosq.url("referee"), tmp_path, registry)
         first_log = tmp_path / "first.log"  # a file: a pipe nobody reads fills up and stalls the director
         first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=first_log.open("w"), text=True)
