@@ -106,7 +106,7 @@ class Nodes:
             try:
                 self.cluster.start_node(node)
                 self.cluster.wait_ready(90)
-            except RuntimeError as exc:
+            except (RuntimeError, OSError) as exc:  # (OSError: the run ended and took the cluster's files)
                 run.violation("stalled", f"NATS node n{node} did not come back: {exc}")
                 return
             fault.outcome["back_s"] = round(time.monotonic() - started, 1)
