@@ -55,7 +55,7 @@ from salvo.arena.arena import Arena, Record
 from salvo.arena.journal import Store
 from salvo.game.engine import game_id_for
 from salvo.net.mqtt import Broker, Client, read_retained
-from salvo.spec.topics import Outbound, Topics
+from salvo.spec.topics import Outbound, Topics, arena_of
 
 log = logging.getLogger("salvo.referee.ownership")
 
@@ -214,7 +214,8 @@ _FALLEN: Final = (Outbound.SUNK, Outbound.DEFEATED)
 
 def _owner(topic: str) -> str:
     """The player a ``.../players/<name>/...`` topic is about."""
-    return topic.partition("/players/")[2].partition("/")[0]
+    route = arena_of(topic)[1]
+    return route.name if route is not None else ""
 
 
 def lag(seen: Sighting, progress: Progress) -> str | None:
@@ -335,7 +336,7 @@ def survey(broker: Broker, prefixes: Iterable[str], timeout: float = 30.0) -> di
         readers[t.players_list] = (p, "players")
         readers[t.turn] = (p, "turn")
     fallen = [f for t in topics.values() for f in (t.sunk("+", "+"), t.defeated("+"))]
-    marker_topic = next(iter(topics.values())).sweep if topics else "/game/sweep"
+    marker_topic = next(iter(topics.values())).sweep if topics else Topics().sweep
     try:
         found = read_retained(broker, [*readers, *fallen], marker_topic, timeout=timeout)
     except TimeoutError as exc:

@@ -183,7 +183,7 @@ def public_key_b64(key: PrivateKey) -> str:
 def seal_to(pubkey_b64: str, text: str | bytes) -> str:
     """A sealed participation request to the referee's public key."""
     data = text.encode("utf-8") if isinstance(text, str) else text
-    pub = PublicKey(b64decode_strict(pubkey_b64, "/game/pubkey"))
+    pub = PublicKey(b64decode_strict(pubkey_b64, "the referee's key (/game/pubkey)"))
     return base64.b64encode(SealedBox(pub).encrypt(data)).decode("ascii")
 
 

@@ -123,6 +123,7 @@ class Topics:
             raise ValueError(err)
         self.prefix = prefix
         root = f"/{prefix}" if prefix else ""
+        self._root = root
         self._game = f"{root}/game"
         self._players = f"{root}/players"
         self.state = f"{self._game}/state"
@@ -273,6 +274,18 @@ class Topics:
         """Everything addressed to one team."""
         return f"{self._players}/{name}/#"
 
+    def tool_marker(self, tool: str) -> str:
+        """A test tool's own marker topic in this arena (``/<prefix>/chaos/marker``):
+        outside its game and players levels, so no referee or team reads it."""
+        return f"{self._root}/{tool}/marker"
+
+    @property
+    def namespace_filters(self) -> tuple[str, ...]:
+        """Everything under this arena's ``game`` and ``players`` levels (an
+        observer of a prefixed arena reads these of the unprefixed one to see
+        what a referee publishes outside its own)."""
+        return (f"{self._game}/#", f"{self._players}/#")
+
     def everything(self) -> str:
         """A filter for every topic of this arena (prefixed arenas only are
         fully separable; unprefixed ``#`` also matches other arenas)."""
@@ -313,9 +326,40 @@ class Topics:
             return Published(kind, name=levels[0], ship=levels[2])
         return None
 
+    def player_of(self, topic: str) -> str | None:
+        """The ``<name>`` level of any topic under this arena's players (raw,
+        not validated); None for any other topic."""
+        return topic[len(self._players_slash) :].partition("/")[0] if topic.startswith(self._players_slash) else None
+
     def owns(self, topic: str) -> bool:
         """True when ``topic`` lies in this arena's namespace."""
         return topic.startswith((self._game + "/", self._players + "/"))
+
+
+def any_arena(topic_filter: str) -> str:
+    """``topic_filter`` (of the unprefixed arena) for every prefixed arena at
+    once: ``/+/game/turn`` from ``/game/turn``."""
+    return "/+" + topic_filter
+
+
+#: One Topics per prefix met (bounded: a topic names its own prefix).
+_ARENAS: Final = lru_cache(maxsize=1024)(Topics)
+
+
+def arena_of(topic: str) -> tuple[str, Published | None]:
+    """Any arena's topic taken apart: its prefix ("" unprefixed) and what
+    the referee publishes there (None: none of its topics, or a level that
+    is no valid prefix)."""
+    levels = topic.split("/", 2)
+    prefix = levels[1] if len(levels) == 3 and not levels[0] and levels[1] not in ("game", "players") else ""
+    if prefix and not is_valid_name(prefix):
+        return prefix, None
+    return prefix, _ARENAS(prefix).parse_outbound(topic)
+
+
+def arena_topics(prefix: str) -> Topics | None:
+    """The (shared) topics of arena ``prefix``; None when it is no valid prefix."""
+    return _ARENAS(prefix) if not prefix or is_valid_name(prefix) else None
 
 
 class TournamentTopics:
@@ -369,7 +413,7 @@ def access_filters(any_prefix: bool = False, prefix: str = "") -> AccessFilters:
     """The ACL's filters: unprefixed, under one arena ``prefix``, or
     (``any_prefix``) under ``/+/``, every prefix at once."""
     t = Topics()
-    root = "/+" if any_prefix else f"/{prefix}" if prefix else ""
+    root = any_arena("") if any_prefix else f"/{prefix}" if prefix else ""
     public = dict.fromkeys(t.public_filters)
     return AccessFilters(
         public=tuple(root + f for f in public),

@@ -30,7 +30,7 @@ from salvo.net.mqtt import Broker, Client, connect_async, new_client, read_qos
 from salvo.net.watch import Msg
 from salvo.spec import crypto, payloads
 from salvo.spec.rules import Orientation, Placement
-from salvo.spec.topics import Topics
+from salvo.spec.topics import Outbound, Topics
 from salvo.tools.gamemodel import SHIPS, GameModel, Violation, check, random_fleet
 from salvo.tools.localbroker import free_port, mosquitto_binary
 from salvo.tools.stress import RefereeProcess
@@ -157,7 +157,7 @@ class Watcher:
         self.messages: list[Msg] = []
         self.subscribed = 0
         self._cond = threading.Condition()
-        self._filter = f"/{prefix}/#"
+        self._filter = Topics(prefix).everything()
         self.client = new_client(broker, f"salvo-chaos-{os.urandom(5).hex()}", persistent=True)
         self.client.reconnect_delay_set(1, 1)
         self.client.on_connect = self._on_connect
@@ -428,7 +428,7 @@ class Run:
     def settle(self) -> int:
         """A marker round trip: what the referee published before is in the
         log (the broker delivers in order); where the log is now."""
-        marker, token = f"/{self.prefix}/chaos/marker", os.urandom(6).hex()
+        marker, token = self.t.tool_marker("chaos"), os.urandom(6).hex()
         before = self.watch.mark()
         self.publish(marker, token)
         self.await_(on(marker, equals=token.encode()), before, "our marker")
@@ -442,7 +442,7 @@ class Run:
         for i in range(mark, end):
             m = self.watch.messages[i]
             # (markers, and the first referee's own sweep and probes, are nobody's touch)
-            if not m.topic.endswith(("/chaos/marker", Topics().sweep, Topics().probe)):
+            if m.topic not in (self.t.tool_marker("chaos"), self.t.sweep, self.t.probe):
                 self.found.append(Violation("touched", f"{who} published {m.topic} = {m.text[:80]!r}", i))
 
     def probe(self) -> None:
@@ -478,7 +478,8 @@ class Run:
                 shots.add(f'{ev.target} {{"x":{ev.x},"y":{ev.y},"turn":{ev.turn},"shot":{count[ev.turn]}}}')
         for i in range(self.game_start, self.watch.mark()):
             m = self.watch.messages[i]
-            if m.topic.endswith("/hit") and f"{m.topic.split('/')[-2]} {m.text}" not in shots:
+            hit = self.t.parse_outbound(m.topic)
+            if hit is not None and hit.kind is Outbound.HIT and f"{hit.name} {m.text}" not in shots:
                 self.found.append(Violation("lost", f"published {m.topic} {m.text}, not in the journal", i))
 
     def retained(self) -> dict[str, str]:
@@ -486,7 +487,7 @@ class Run:
         look = Watcher(self.broker, self.prefix)
         try:
             token = os.urandom(6).hex()
-            look.publish(f"/{self.prefix}/chaos/marker", token)
+            look.publish(self.t.tool_marker("chaos"), token)
             if look.wait(lambda m: m.text == token, 0, 10) is None:
                 raise Stalled("no marker back from the broker")
             return {m.topic: m.text for m in look.messages if m.retain and m.payload}

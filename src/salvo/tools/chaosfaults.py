@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from salvo.arena import journal as store
+from salvo.spec.topics import Outbound
 from salvo.tools.chaosdriver import ChaosReferee, GiveUp, Options, OwnBroker, Run, Stalled, on
 from salvo.tools.chaosgames import Plan, Report, play_games
 from salvo.tools.gamemodel import Violation
@@ -118,7 +119,7 @@ def _split_at(run: Run, variant: str) -> None:
         said = again = 0
         for i in range(woken, end):
             m = run.watch.messages[i]
-            if m.topic.endswith(("/chaos/marker", t.sweep, t.probe)):
+            if m.topic in (t.tool_marker("chaos"), t.sweep, t.probe):
                 continue  # markers, and the referees' own sweep markers and probes
             if m.topic == t.lease and m.payload == lease_a:
                 why = "A's lease"
@@ -198,7 +199,8 @@ def _reset_at(run: Run, variant: str) -> None:
         game = (t.turn, t.salvo, t.hits)
         for i in range(lobby[0] if lobby else fresh, end):
             m = run.watch.messages[i]
-            if m.payload and (m.topic in game or m.topic.endswith("/hit")):
+            route = t.parse_outbound(m.topic)
+            if m.payload and (m.topic in game or (route is not None and route.kind is Outbound.HIT)):
                 run.found.append(Violation("wrong", f"the last game's {m.topic} {m.text} in the new lobby", i))
 
 

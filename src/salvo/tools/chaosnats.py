@@ -52,6 +52,7 @@ import shutil
 import threading
 import time
 
+from salvo.spec.topics import Inbound, Outbound, Topics
 from salvo.tools.chaosdriver import ChaosReferee, Fault, Options, Run, Stalled, Watcher
 from salvo.tools.chaosgames import Plan, Report, play_games
 from salvo.tools.gamemodel import Violation
@@ -124,13 +125,16 @@ def _tolerate(run: Run) -> None:
         if v.kind != "error" or not 0 <= v.at < len(run.watch.messages):
             return False
         m = run.watch.messages[v.at]
-        if not (m.topic.startswith(f"/{run.prefix}/players/") and m.topic.endswith("/error")):
+        t = Topics(run.prefix)
+        route = t.parse_outbound(m.topic)
+        if route is None or route.kind not in (Outbound.PLAYER_ERROR, Outbound.SHIP_ERROR):
             return False
         with_ids = json.loads(m.text)
         named = re.findall(r"(?:previous|earlier) game '([^']+)'", str(with_ids.get("error", "")))
         return (
             with_ids.get("code") == "wrong_game"
-            and str(with_ids.get("topic", "")).endswith("/fire")
+            and (shot := t.parse_inbound(str(with_ids.get("topic", "")))) is not None
+            and shot.kind is Inbound.FIRE
             and bool(named)
             and named[0] in run.ids
             and named[0] != run.game_id

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from salvo.net.watch import Msg
-from salvo.spec.topics import Topics
+from salvo.spec.topics import Outbound, Topics
 
 SHIPS = {"carrier": 5, "battleship": 4, "destroyer": 3, "submarine": 3, "patrolboat": 2}
 Cell = tuple[int, int]
@@ -165,9 +165,6 @@ class GameModel:
         }
 
 
-INBOUND = ("/fire", "/place", "/request_participation")
-
-
 def check(
     model: GameModel,
     log: Sequence[Msg],
@@ -189,7 +186,8 @@ def check(
     With ``unordered`` every shot must still have its hit, but a salvo's
     shots may be numbered in another order than they were sent (a NATS
     cluster redelivers what a lost node had in flight in its own order)."""
-    salvos = [i for i in range(start, end) if log[i].topic.endswith("/game/salvo")]
+    salvo = Topics(prefix).salvo
+    salvos = [i for i in range(start, end) if log[i].topic == salvo]
     judge = _Judge(model, log, prefix, loose, salvos, unordered)
     for i in range(start, end):
         try:
@@ -214,7 +212,7 @@ class _Judge:
         unordered: bool,
     ):
         self.model, self.log, self.loose, self.salvo_at, self.unordered = model, log, loose, salvos, unordered
-        self.t, self.root = Topics(prefix), f"/{prefix}"
+        self.t = Topics(prefix)
         self.out: list[Violation] = []
         self.state, self.game_id, self.reset_at = "lobby", "", float("inf")  # a game starts in the lobby
         self.max_turn = self.max_salvo = self.max_players = 0
@@ -231,19 +229,21 @@ class _Judge:
     def see(self, i: int, m: Msg) -> None:
         t, model, bad = self.t, self.model, self.bad
         topic, text = m.topic, m.text
-        rel = topic[len(self.root) :]
-        own = (t.sweep, t.probe, t.lease, t.server, t.pubkey)  # the referee's own, not the game's
-        if rel.endswith(INBOUND) or rel.startswith("/chaos/") or topic in own:
+        # the referee's own, not the game's; and the harness's marker
+        own = (t.sweep, t.probe, t.lease, t.server, t.pubkey, t.tool_marker("chaos"))
+        if t.parse_inbound(topic) is not None or topic in own:
             return
+        route = t.parse_outbound(topic)
+        kind, name = (route.kind, route.name) if route is not None else (None, "")
         if topic == t.errors:
             if not str(json.loads(text).get("request_id", "")).startswith("probe-"):
                 bad("error", f"error report on {topic}: {text}", i)
             return
-        if rel.endswith("/error"):
+        if kind in (Outbound.PLAYER_ERROR, Outbound.SHIP_ERROR):
             bad("error", f"error report to a team on {topic}: {text}", i)
             return
         if not m.payload:
-            if topic == t.hits or rel.endswith("/hit"):
+            if topic == t.hits or kind is Outbound.HIT:
                 bad("wrong", f"empty {topic}", i)
             elif topic in self.latest and not self._resetting(m) and not (topic == t.current and model.over):
                 bad("undone", f"{topic} cleared (was {self.latest[topic]!r}) before the reset", i)
@@ -284,11 +284,10 @@ class _Judge:
             else:
                 self.first.setdefault(f"hits{after['turn']}", i)
                 self.last_hits = text
-        elif rel.endswith("/hit"):
-            self._hit(i, m, rel.split("/")[2])
-        elif rel.endswith(("/sunk", "/defeated")):
-            parts = rel.split("/")
-            n = model.sunk_in.get((parts[2], parts[4])) if len(parts) > 4 else model.defeated.get(parts[2])
+        elif kind is Outbound.HIT:
+            self._hit(i, m, name)
+        elif route is not None and kind in (Outbound.SUNK, Outbound.DEFEATED):
+            n = model.sunk_in.get((name, route.ship)) if kind is Outbound.SUNK else model.defeated.get(name)
             if text != "true" or n is None:
                 bad("wrong", f"{topic} = {text}: the model has it afloat", i)
             elif f"salvo{n}" not in self.first:
@@ -301,14 +300,13 @@ class _Judge:
             duration = j.pop("duration_s", None)
             if not model.over or j != model.summary() or not isinstance(duration, (int, float)) or duration < 0:
                 bad("wrong", f"stats {text}, the model says {model.summary()}", i)
-        elif rel.startswith("/game/stats/players/"):
-            name = rel.rsplit("/", 1)[1]
+        elif kind is Outbound.STATS_PLAYER:
             if not model.over or name not in model.order or m.json() != model.stats(name):
                 bad("wrong", f"stats of {name}: {text}, the model says {model.over and model.stats(name)}", i)
         elif topic in (t.players_list, t.players_count):
             self._players(i, m)
-        elif rel.endswith("/approved"):
-            if rel.split("/")[2] not in model.joined or text not in ("true", "false"):
+        elif kind is Outbound.APPROVED:
+            if name not in model.joined or text not in ("true", "false"):
                 bad("wrong", f"{topic} = {text}", i)
             elif text == "false" and self.latest.get(topic) == "true":
                 bad("undone", f"{topic} went back to false", i)

@@ -35,7 +35,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from salvo.net.mqtt import Broker, connect_async, new_client, read_qos
-from salvo.spec.topics import Topics, TournamentTopics, matches
+from salvo.spec.topics import Outbound, Topics, TournamentTopics, any_arena, arena_of, arena_topics, matches
 
 log = logging.getLogger("salvo.web.spectate")
 
@@ -79,7 +79,7 @@ def subscriptions() -> list[str]:
     and the tournament's standings and schedule; never a private topic, nor
     a public one no page shows."""
     shown = _shown(Topics())
-    return [*shown, *(f"/+{f}" for f in shown), TournamentTopics.standings, TournamentTopics.schedule]
+    return [*shown, *(any_arena(f) for f in shown), TournamentTopics.standings, TournamentTopics.schedule]
 
 
 _SHOWN: Final = tuple(subscriptions())
@@ -101,24 +101,15 @@ def record_game(payload: bytes) -> str | None:
     return None
 
 
-def _arena_topic(topic: str) -> tuple[str, str]:
-    """``(prefix, rest)`` of an arena topic: ``/a/game/salvo`` -> ``("a", "game/salvo")``."""
-    levels = topic.split("/", 2)
-    if len(levels) == 3 and levels[1] not in ("game", "players"):
-        return levels[1], levels[2]
-    return "", topic[1:]
+#: The topics the history follows, and what each is to it.
+_HISTORY: Final = {Outbound.SALVO: "salvo", Outbound.STATE: "state", Outbound.SUNK: "sink"}
 
 
-def _history_kind(rest: str) -> str | None:
-    """ "salvo", "sink" or "state" for the topics the history follows."""
-    if rest == "game/salvo":
-        return "salvo"
-    if rest == "game/state":
-        return "state"
-    levels = rest.split("/")
-    if len(levels) == 5 and levels[0] == "players" and levels[2] == "ships" and levels[4] == "sunk":
-        return "sink"
-    return None
+def _history_kind(topic: str) -> tuple[str, str | None]:
+    """An arena topic's prefix, and "salvo", "sink" or "state" for the topics
+    the history follows (else None)."""
+    arena, route = arena_of(topic)
+    return arena, _HISTORY.get(route.kind) if route is not None else None
 
 
 @dataclass
@@ -263,8 +254,8 @@ class Hub:
             if game is not None:
                 kept = self._records.get(game)
                 return kept[0] if kept else None
-            topic = f"/{arena}/game/record" if arena else "/game/record"
-            event = self._retained.get(topic)
+            topics = arena_topics(arena or "")
+            event = self._retained.get(topics.record) if topics is not None else None
         if event is None:
             return None
         text: str = json.loads(event.split(b"data: ", 1)[1])["payload"]
@@ -301,8 +292,9 @@ class Hub:
             return
         text = payload.decode("utf-8", errors="replace")
         event = sse({"topic": topic, "payload": text, "retained": retained})
-        if payload and topic.endswith("/game/record"):
-            self.keep_record(payload, _arena_topic(topic)[0])
+        arena, route = arena_of(topic)
+        if payload and route is not None and route.kind is Outbound.RECORD:
+            self.keep_record(payload, arena)
         with self._lock:
             if retained:
                 self._remember(topic, event if payload else None)
@@ -319,7 +311,7 @@ class Hub:
         with self._lock:
             arenas: dict[str, list[bytes]] = {}
             for topic, text in heard:
-                arenas.setdefault(_arena_topic(topic)[0], []).append(_live(topic, text))
+                arenas.setdefault(arena_of(topic)[0], []).append(_live(topic, text))
             for arena, events in arenas.items():
                 since = self._history.pop(arena, _Heard())
                 merged = _Heard()
@@ -361,8 +353,7 @@ class Hub:
 
     def _follow(self, topic: str, text: str, event: bytes) -> None:
         """Keep an arena's salvos and sinks (as live messages) until its next game."""
-        arena, rest = _arena_topic(topic)
-        kind = _history_kind(rest)
+        arena, kind = _history_kind(topic)
         if kind is None:
             return
         if kind == "state":

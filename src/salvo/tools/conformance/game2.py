@@ -49,7 +49,7 @@ def game2(s: Session) -> None:
     filled = obs.mark()
     dummies, _joined = fill_lobby(s, "e", 1)
     deadline = obs.latest(t.deadline)
-    at = obj(deadline, "/game/deadline", ("at",))["at"] if deadline is not None else None
+    at = obj(deadline, t.deadline, ("at",))["at"] if deadline is not None else None
     if not isinstance(at, (int, float)):
         raise Abort(f"no placement deadline in the lobby of game 2: {deadline.text if deadline else None!r}")
     with s.case("start.squatters"):
@@ -79,7 +79,7 @@ def game2(s: Session) -> None:
         b.place(ship, fleet_b[ship])
     with s.case("start.all_ready"):
         s.wait_state("turn", m2, timeout=3)
-    first = obj(obs.wait(lambda m: m.topic == t.turn and bool(m.payload), after=m2), "/game/turn", ("player",))
+    first = obj(obs.wait(lambda m: m.topic == t.turn and bool(m.payload), after=m2), t.turn, ("player",))
     idle = next((x for x in (a, b) if x.name == first["player"]), None)
     if idle is None:
         raise Abort(f"game 2's first turn names {first['player']!r}")
@@ -98,7 +98,7 @@ def game2(s: Session) -> None:
     with s.case("timeout.partial"):
         expect(salvo is not None, "no salvo")
         assert salvo is not None
-        result = obj(salvo, "/game/salvo")
+        result = obj(salvo, t.salvo)
         expect(result.get("shots") == 1 and result.get("player") == idle.name, f"salvo {salvo.text}")
     with s.case("timeout.drop"):
         missed, turn_no = 0, 1
@@ -107,7 +107,7 @@ def game2(s: Session) -> None:
             msg = obs.wait(s.turn_or_over(turn_no), after=m3, timeout=15, what=f"turn {turn_no}")
             if msg.topic == t.state:
                 break
-            info = obj(msg, "/game/turn", ("player", "shots"))
+            info = obj(msg, t.turn, ("player", "shots"))
             if info["player"] == active.name:
                 shots = info["shots"] if isinstance(info["shots"], int) else 0
                 for k in range(min(shots, 5)):

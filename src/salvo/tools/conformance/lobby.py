@@ -43,7 +43,7 @@ def preflight(s: Session) -> str:
         msg = obs.wait_for(t.server, "up", timeout=10)
         expect(msg.retain or (snap or s.retained([t.server])).get(t.server) == "up", "/game/server 'up' not retained")
     with s.case("presence.pubkey"):
-        key = obs.wait(lambda m: m.topic == t.pubkey and bool(m.payload), timeout=10, what="/game/pubkey")
+        key = obs.wait(lambda m: m.topic == t.pubkey and bool(m.payload), timeout=10, what=t.pubkey)
         try:
             raw = base64.b64decode(key.payload, validate=True)
         except (binascii.Error, ValueError):
@@ -80,7 +80,7 @@ def joins(s: Session, a: Team, b: Team, c: Team, game_id: str) -> Game1:
     # The deadline a's join armed, before b joins (the check is made after).
     d1: Msg | None = None
     with contextlib.suppress(NoReply):
-        d1 = obs.wait(lambda m: m.topic == t.deadline and bool(m.payload), after=start, what="/game/deadline")
+        d1 = obs.wait(lambda m: m.topic == t.deadline and bool(m.payload), after=start, what=t.deadline)
     mark = obs.mark()
     with s.case("join.sealed"):
         expect(s.pubkey is not None, "no /game/pubkey to seal to")
@@ -97,12 +97,12 @@ def joins(s: Session, a: Team, b: Team, c: Team, game_id: str) -> Game1:
     with s.case("join.deadline"):
         expect(d1 is not None, "no /game/deadline after a join")
         assert d1 is not None
-        first = obj(d1, "/game/deadline", ("phase", "at"))
+        first = obj(d1, t.deadline, ("phase", "at"))
         expect(first["phase"] == "placement", f"phase should be placement: {first}")
         expect(isinstance(first["at"], (int, float)), f"'at' should be unix seconds: {first}")
         s.learned["placement"] = float(first["at"]) - d1.at
         d2 = obs.wait(lambda m: m.topic == t.deadline and bool(m.payload), after=mark, what="a re-armed deadline")
-        second = obj(d2, "/game/deadline", ("at",))["at"]
+        second = obj(d2, t.deadline, ("at",))["at"]
         expect(isinstance(second, (int, float)) and second > first["at"], "the second join did not re-arm it")
     c.join()
     obs.wait_for(t.players_count, "3", after=mark, timeout=10)

@@ -40,7 +40,7 @@ def check_over(s: Session, g: Game1, model: Model, winner: str) -> None:
         expect(isinstance(duration, (int, float)) and duration >= 0, f"duration_s {duration!r}")
         expect(isinstance(summary["termination"], str) and summary["termination"], "termination")
     with s.case("over.players"):
-        snap = s.snapshot([f"{t.stats_summary.removesuffix('summary')}players/+"])
+        snap = s.snapshot([t.stats_player("+")])
         for name in model.order:
             st = retained_json(snap, t.stats_player(name))
             expect(set(st) >= PLAYER_FIELDS, f"{name}: fields {sorted(st)}")

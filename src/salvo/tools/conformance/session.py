@@ -140,7 +140,7 @@ class Session:
         observer_login = self._login(*o.referee_login) if o.referee_login else o.broker
         filters = [self.t.everything()]
         if o.prefix:  # to see anything the referee publishes outside its arena
-            filters += ["/game/#", "/players/#"]
+            filters += Topics().namespace_filters
         self.obs = self._connect(observer_login, filters, "observer")
         self.acl = len(o.teams) >= 3
         if self.acl:
@@ -188,7 +188,7 @@ class Session:
 
     def game_id(self) -> str:
         """The current game's id: the last /game/id the referee published."""
-        self.obs.wait(lambda m: m.topic == self.t.game_id and bool(m.payload), what="/game/id")
+        self.obs.wait(lambda m: m.topic == self.t.game_id and bool(m.payload), what=self.t.game_id)
         latest = self.obs.latest(self.t.game_id)
         if latest is None or not latest.payload:
             raise CaseFailed("/game/id was cleared and not published again")
@@ -258,7 +258,7 @@ class Session:
         return {topic: m.text for topic, m in latest.items() if m.payload}
 
     def retained_under_arena(self) -> dict[str, str]:
-        return self.retained([self.t.everything()] if self.o.prefix else ["/game/#", "/players/#"])
+        return self.retained([self.t.everything()] if self.o.prefix else list(self.t.namespace_filters))
 
     def players(self, text: str | None) -> list[Any]:
         """A /players/list payload as a list (CaseFailed when it is not one)."""

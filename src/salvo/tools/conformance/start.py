@@ -19,7 +19,7 @@ def deadline_start(s: Session, g: Game1) -> Model:
     a, b, c = g.a, g.b, g.c
     at: float | None = None
     if g.last_join is not None:
-        value = obj(g.last_join, "/game/deadline", ("at",))["at"]
+        value = obj(g.last_join, t.deadline, ("at",))["at"]
         at = float(value) if isinstance(value, (int, float)) else None
     wait = max(0.0, at - time.time()) + 5 if at is not None else 15
     started = s.wait_state("turn", g.start, wait)

@@ -42,9 +42,9 @@ def play(s: Session, g: Game1, model: Model) -> None:
         turn_no += 1
         s.checkpoint()
         msg = obs.wait(field_is(t.turn, "turn", turn_no), after=g.start, what=f"/game/turn for turn {turn_no}")
-        info = obj(msg, "/game/turn", ("turn", "player", "shots"))
+        info = obj(msg, t.turn, ("turn", "player", "shots"))
         shooter, allowed = info["player"], info["shots"]
-        current = obs.wait(lambda m: m.topic == t.current, after=s.index(msg), what="/game/current")
+        current = obs.wait(lambda m: m.topic == t.current, after=s.index(msg), what=t.current)
         s.note("turn.announce", current.text == shooter, f"/game/current {current.text!r} != {shooter!r}")
         if obs.mqtt5:  # retain-as-published: the flag is the referee's
             s.note("turn.announce", msg.retain and current.retain, "/game/turn or /game/current not retained")
@@ -105,7 +105,7 @@ def play(s: Session, g: Game1, model: Model) -> None:
         hits, sunk, defeated = model.apply(shooter, turn_no, accepted)
         end = obs.wait(s.turn_or_over(turn_no + 1), after=mark, what="the next turn or the end")
         check_salvo(s, mark, s.index(end), shooter, turn_no, shots, hits, sunk, defeated, salvo)
-        valid = obj(salvo, "/game/salvo").get("shots")
+        valid = obj(salvo, t.salvo).get("shots")
         s.note("fire.not_counted", turn_no > 1 or valid == len(shots), f"turn 1: {valid} of {len(shots)} shots")
         if replay_at is not None and replay is not None:
             fire.replay_verdict(s, replay, replay_at, accepted, shots)
@@ -162,7 +162,7 @@ def check_salvo(
         hit = obj(m, "a hit")
         ok = set(hit) >= {"x", "y", "turn", "shot"} and hit["turn"] == turn and hit["shot"] == k
         s.note("fire.hit_payload", ok, f"turn {turn}: hit {k} of the salvo is {m.text[:120]}")
-    result = obj(salvo, "/game/salvo")
+    result = obj(salvo, t.salvo)
     if len({(x, y, tg) for tg, x, y in shots}) < len(shots):
         s.note("fire.hit_rule", result.get("hits") == hits, f"turn {turn}: repeated hit not counted")
     s.note(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from salvo.net.mqtt import Broker
 from salvo.spec import crypto, payloads
 from salvo.spec.rules import BOARD_SIZE, SHIP_IDS, Orientation, Placement
-from salvo.spec.topics import Topics
+from salvo.spec.topics import Outbound, Topics, any_arena, arena_of
 from salvo.tools.localbroker import echo_peer
 from salvo.tools.perf.probe import Probe, read_retained
 from salvo.tools.stress import RefereeProcess
@@ -178,7 +178,8 @@ def pipelined_salvos(broker: Broker, prefixes: list[str], seconds: float) -> flo
     keys = {p: team_keys([f"{p}-a", f"{p}-b"]) for p in prefixes}
     # Three wildcards, not three filters an arena: NATS makes every QoS 1
     # subscription a JetStream consumer, and each takes a while to make.
-    probe = Probe(broker, ["/+/game/turn", "/+/players/count", "/+/players/+/hit"], "tput")
+    bare = Topics()
+    probe = Probe(broker, [any_arena(f) for f in (bare.turn, bare.players_count, bare.hit("+"))], "tput")
     ours = set(prefixes)
     try:
         tables = {p: open_table(probe, p, keys[p], broker) for p in prefixes}
@@ -191,13 +192,13 @@ def pipelined_salvos(broker: Broker, prefixes: list[str], seconds: float) -> flo
             # Network thread: count, hand turns to the firing thread (as a
             # team's client would; publishing from inside paho's callback
             # defers the writes to its next loop pass).
-            prefix = topic.split("/")[1]
-            if prefix not in ours:
+            prefix, route = arena_of(topic)
+            if prefix not in ours or route is None:
                 return
-            if topic.endswith("/hit"):
+            if route.kind is Outbound.HIT:
                 if counting[0]:
                     hits[0] += 1
-            elif topic.endswith("/game/turn") and payload:
+            elif route.kind is Outbound.TURN and payload:
                 turns.put((prefix, payload))
 
         def fire() -> None:

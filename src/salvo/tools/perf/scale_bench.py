@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from salvo.net.mqtt import Broker
 from salvo.sdk.outcomes import GameRecord
-from salvo.spec.topics import Topics
+from salvo.spec.topics import Topics, any_arena
 from salvo.tools.perf.broker_bench import pipelined_salvos, shot_rtt
 from salvo.tools.perf.probe import Probe
 from salvo.tools.perf.results import Results, percentile
@@ -76,7 +76,7 @@ class _Presence:
         self.probe.on_message = self._seen
         # One wildcard, not one filter per arena: NATS makes every QoS 1
         # subscription a JetStream consumer.
-        self.probe.subscribe(["/+/game/server"])
+        self.probe.subscribe([any_arena(Topics().server)])
 
     def _seen(self, topic: str, payload: bytes, _at: float) -> None:
         if topic not in self.wanted:
