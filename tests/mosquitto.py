@@ -8,19 +8,15 @@ packet limits) is what we ship.
 
 from __future__ import annotations
 
-import getpass
-import os
 import re
-import signal
 import subprocess
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from salvo.organiser import tls
 from salvo.organiser.teams import default_acl_path, referee_passwd_path, write_acl_from_passwd
 from salvo.organiser.tls import SERVER_CERT, SERVER_KEY
-from salvo.tools.localbroker import free_port, mosquitto_binary, wait_listening
+from salvo.tools import localbroker
+from salvo.tools.localbroker import run_as_me
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,29 +70,20 @@ def render_config(
     for pattern, (repl, count) in subs.items():
         text, n = re.subn(pattern, repl, text, flags=re.MULTILINE)
         assert n == count, f"mosquitto.conf no longer has {count} line(s) matching {pattern}"
-    if os.geteuid() == 0:
-        # As root mosquitto drops to user "mosquitto", which cannot read our files.
-        text += f"\nuser {getpass.getuser()}\n"
-    return text
+    return text + "\n" + run_as_me()
 
 
-@dataclass
-class Mosquitto:
-    """A mosquitto on free loopback ports with the shipped conf, the ACL
-    salvo generates for ``users`` (all but the referee are teams) and a TLS
-    certificate from salvo.organiser.tls for localhost/127.0.0.1."""
+class Mosquitto(localbroker.Mosquitto):
+    """The one launcher (salvo.tools.localbroker) with the shipped conf, the
+    ACL salvo generates for ``users`` (all but the referee are teams) and a
+    TLS certificate from salvo.organiser.tls for localhost/127.0.0.1, on
+    three free loopback ports: plain, TLS, and the referees' TLS (8884)."""
 
-    workdir: Path
-    persistence: bool = True
-    users: dict[str, str] = field(default_factory=lambda: dict(USERS))
-    port: int = field(default_factory=free_port)
-    tls_port: int = field(default_factory=free_port)
-    #: the referees' own TLS listener (mosquitto.conf: 8884)
-    referee_tls_port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
+    listeners = 3
 
-    def __post_init__(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, workdir: Path, persistence: bool = True, users: dict[str, str] | None = None) -> None:
+        super().__init__(workdir, persistence=persistence)
+        self.users = dict(USERS) if users is None else users
         self.passwd = self.workdir / "passwd"
         write_passwords(self.passwd, self.users)
         # Where salvo.organiser.teams.add_team keeps it for this password file: teams
@@ -105,83 +92,32 @@ class Mosquitto:
         write_acl_from_passwd(self.passwd, self.acl)
         self.tls = tls.issue(self.workdir / "tls")
         self.ca_file = self.tls.ca_cert
-        self.conf = self.workdir / "mosquitto.conf"
-        self._started = False
-        self._write_conf()
 
-    def _write_conf(self) -> None:
-        self.conf.write_text(
-            render_config(
-                port=self.port,
-                tls_port=self.tls_port,
-                referee_tls_port=self.referee_tls_port,
-                workdir=self.workdir,
-                passwd=self.passwd,
-                acl=self.acl,
-                tls_dir=self.tls.directory,
-                persistence=self.persistence,
-            )
+    @property
+    def tls_port(self) -> int:
+        return self.ports[1]
+
+    @property
+    def referee_tls_port(self) -> int:
+        """The referees' own TLS listener (mosquitto.conf: 8884)."""
+        return self.ports[2]
+
+    def config(self) -> str:
+        return render_config(
+            port=self.port,
+            tls_port=self.tls_port,
+            referee_tls_port=self.referee_tls_port,
+            workdir=self.workdir,
+            passwd=self.passwd,
+            acl=self.acl,
+            tls_dir=self.tls.directory,
+            persistence=self.persistence,
         )
 
     def start(self, timeout: float = 10.0) -> None:
         if not may_start:
             raise RuntimeError("this test starts mosquitto: mark it broker (or use the broker/new_broker fixtures)")
-        for attempt in range(3):
-            try:
-                self._start(timeout)
-                break
-            except RuntimeError as exc:
-                # A free port taken by another process between free_port()
-                # and the bind (other suites run beside this one): on a
-                # first start, other ports will do; a restart must keep its own.
-                if self._started or "Address already in use" not in str(exc) or attempt == 2:
-                    raise
-                self.port, self.tls_port, self.referee_tls_port = free_port(), free_port(), free_port()
-                self._write_conf()
-        self._started = True
-
-    def _start(self, timeout: float) -> None:
-        self.proc = subprocess.Popen(
-            [mosquitto_binary(), "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        proc = self.proc
-
-        def exited() -> str | None:
-            if proc.poll() is None:
-                return None
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            return f"mosquitto exited: {err}\n{self.log()}"
-
-        wait_listening([self.port, self.tls_port, self.referee_tls_port], exited, timeout)
-
-    def reload(self, timeout: float = 10.0) -> None:
-        """SIGHUP, as an organiser does after salvo teams/tls: mosquitto
-        re-reads the password file, the ACL and the certificates."""
-        assert self.proc is not None and self.proc.poll() is None, "mosquitto is not running"
-        before = self.log().count("Reloading config.")
-        self.proc.send_signal(signal.SIGHUP)
-        end = time.monotonic() + timeout
-        while self.log().count("Reloading config.") == before:
-            assert time.monotonic() < end, "mosquitto did not reload"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def log(self) -> str:
-        path = self.workdir / "mosquitto.log"
-        return path.read_text() if path.exists() else ""
+        super().start(timeout)
 
     def url(self, user: str | None = None) -> str:
         """The plain (loopback) listener, as ``user`` (None: anonymous)."""

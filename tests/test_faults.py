@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from salvo.tools.chaos import SCENARIOS, Options, OwnBroker, run_chaos
+from salvo.tools.chaos import SCENARIOS, Options, run_chaos, throwaway_broker
 
 pytestmark = pytest.mark.broker
 
@@ -25,8 +25,8 @@ SAMPLE = [pytest.param(s, marks=pytest.mark.long) if s in LONG else s for s in S
 
 @pytest.mark.parametrize("scenario", SAMPLE)
 def test_a_referee_under_faults_loses_undoes_and_invents_nothing(scenario: str, tmp_path: Path) -> None:
-    with OwnBroker.running() as (broker, _own):
-        options = Options(broker, tmp_path, seed=7, games=1, kills=4, own_broker=OwnBroker.running, sample=True)
+    with throwaway_broker() as (broker, _own):
+        options = Options(broker, tmp_path, seed=7, games=1, kills=4, own_broker=throwaway_broker, sample=True)
         report = run_chaos(options, [scenario])
     assert report.faults.get(scenario), f"{scenario}: no fault was injected"
     assert report.violations == [], report.text()
@@ -36,8 +36,8 @@ def test_a_referee_under_faults_loses_undoes_and_invents_nothing(scenario: str, 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")
 def test_a_full_disk_stops_the_referee_with_exit_4_and_it_continues_once_freed(tmp_path: Path) -> None:
-    with OwnBroker.running() as (broker, _own):
-        options = Options(broker, tmp_path, seed=7, games=1, own_broker=OwnBroker.running, sample=True)
+    with throwaway_broker() as (broker, _own):
+        options = Options(broker, tmp_path, seed=7, games=1, own_broker=throwaway_broker, sample=True)
         report = run_chaos(options, ["disk"])
     if "disk" in report.skipped:
         pytest.skip(report.skipped["disk"])
@@ -49,7 +49,7 @@ def test_a_referee_on_a_nats_cluster_survives_losing_nodes_under_it_and_its_team
     """Three games (one chosen node kill each: under the referee, under the
     teams, between turns) and random kills beside them, on a three-node
     NATS cluster the scenario starts (a minute or two)."""
-    with OwnBroker.running() as (broker, _own):  # unused by the scenario: Options needs one
+    with throwaway_broker() as (broker, _own):  # unused by the scenario: Options needs one
         options = Options(broker, tmp_path, seed=41, games=3, kills=4, sample=True)
         report = run_chaos(options, ["nats"])
     if "nats" in report.skipped:

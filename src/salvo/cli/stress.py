@@ -129,7 +129,7 @@ def stress_chaos(
     import shutil
     import tempfile
 
-    from salvo.tools.chaos import Options, OwnBroker, run_chaos
+    from salvo.tools.chaos import Options, run_chaos, throwaway_broker
 
     root = workdir or Path(tempfile.mkdtemp(prefix="salvo-chaos-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -137,10 +137,10 @@ def stress_chaos(
     try:
         with contextlib.ExitStack() as stack:
             if own_broker:
-                target = stack.enter_context(OwnBroker.running())[0]
+                target = stack.enter_context(throwaway_broker())[0]
             else:
                 target = parse_broker(broker, username, password)
-            own = OwnBroker.running if own_broker else None
+            own = throwaway_broker if own_broker else None
             options = Options(target, root, seed, games, kills, own_broker=own, sample=sample)
             try:
                 report = run_chaos(options, names)

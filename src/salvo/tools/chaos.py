@@ -60,13 +60,13 @@ from salvo.tools.chaosdriver import (
     ChaosReferee,
     GiveUp,
     Options,
-    OwnBroker,
     Run,
     Stalled,
+    throwaway_broker,
 )
 from salvo.tools.chaosgames import Plan, Report, play_games
 
-__all__ = ["SCENARIOS", "Options", "OwnBroker", "Report", "run_chaos"]
+__all__ = ["SCENARIOS", "Options", "Report", "run_chaos", "throwaway_broker"]
 
 SCENARIOS = (
     "kill",

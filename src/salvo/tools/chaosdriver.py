@@ -11,7 +11,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -32,7 +31,7 @@ from salvo.spec import crypto, payloads
 from salvo.spec.rules import Orientation, Placement
 from salvo.spec.topics import Outbound, Topics
 from salvo.tools.gamemodel import SHIPS, GameModel, Violation, check, random_fleet
-from salvo.tools.localbroker import free_port, mosquitto_binary
+from salvo.tools.localbroker import Mosquitto
 from salvo.tools.stress import RefereeProcess
 
 TEAMS = ("alice", "bob", "carol")
@@ -102,47 +101,16 @@ class Fault:
     violations: list[Violation] = field(default_factory=list)
 
 
-class OwnBroker:
-    """A throw-away open mosquitto on loopback, restartable, with or without persistence."""
+#: The fault runs' mosquitto: queues deep enough for a referee away a while, no Nagle.
+CHAOS_TUNING: Final = ("max_queued_messages 10000", "set_tcp_nodelay true")
 
-    def __init__(self, persistence: bool = True) -> None:
-        self.persistence = persistence
-        self.dir = Path(tempfile.mkdtemp(prefix="salvo-chaos-broker-"))
-        self.broker = Broker("127.0.0.1", free_port())
-        lines = [f"listener {self.broker.port} 127.0.0.1", "allow_anonymous true", "set_tcp_nodelay true"]
-        lines += [f"persistence {str(persistence).lower()}", f"persistence_location {self.dir}/"]
-        lines += ["max_queued_messages 10000", f"log_dest file {self.dir}/mosquitto.log"]
-        self.conf = self.dir / "mosquitto.conf"
-        self.conf.write_text("\n".join([*lines, *(["user root"] if os.geteuid() == 0 else [])]) + "\n")
-        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen([mosquitto_binary(), "-c", str(self.conf)], stderr=subprocess.DEVNULL)
-        end = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.broker.port), timeout=0.2).close()
-                return
-            except OSError:
-                if time.monotonic() > end or self.proc.poll() is not None:
-                    raise RuntimeError(f"mosquitto did not start; see {self.dir}/mosquitto.log") from None
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    @classmethod
-    @contextlib.contextmanager
-    def running(cls, persistence: bool = True) -> Iterator[tuple[Broker, Restartable]]:
-        own = cls(persistence)
-        own.start()
-        try:
-            yield own.broker, own
-        finally:
-            own.stop()
-            shutil.rmtree(own.dir, ignore_errors=True)
+@contextlib.contextmanager
+def throwaway_broker(persistence: bool = True) -> Iterator[tuple[Broker, Restartable]]:
+    """A throw-away open mosquitto (the one launcher) this harness may stop
+    and start, with persistence or not."""
+    with Mosquitto.throwaway(persistence=persistence, tuning=CHAOS_TUNING) as own:
+        yield own.broker, own
 
 
 class Watcher:

@@ -34,9 +34,10 @@ from pathlib import Path
 
 from salvo.arena import journal as store
 from salvo.spec.topics import Outbound
-from salvo.tools.chaosdriver import ChaosReferee, GiveUp, Options, OwnBroker, Run, Stalled, on
+from salvo.tools.chaosdriver import ChaosReferee, GiveUp, Options, Run, Stalled, on
 from salvo.tools.chaosgames import Plan, Report, play_games
 from salvo.tools.gamemodel import Violation
+from salvo.tools.localbroker import Mosquitto
 
 SPLITS = {"copy": "from a copy of A's state file", "fresh": "with --fresh on an empty state file"}
 RESETS = {
@@ -299,7 +300,7 @@ def _stall_at(run: Run, action: str) -> None:
     """Freeze the broker (SIGSTOP: connections stay open, nothing moves),
     thaw it after 6-15 s; the salvo sent again once the referee answers."""
     b, t = run.restartable, run.t
-    assert isinstance(b, OwnBroker) and b.proc is not None
+    assert isinstance(b, Mosquitto) and b.proc is not None
     pid, seconds = b.proc.pid, 6.0 if run.o.sample else run.rng.uniform(6, 15)
     before, turn = run.watch.latest(t.deadline), run.watch.latest(t.turn)
     head = f'{{"turn":{turn.json()["turn"] if turn else 0},'.encode()

@@ -1,6 +1,7 @@
 """Brokers and peers on this machine, for the bench, the demo, the fault
-harness and the tests: a free loopback port, a private mosquitto, an
-embedded amqtt, and the echo peer the bench measures the broker with.
+harness and the tests: a free loopback port, the one mosquitto launcher
+(:class:`Mosquitto`), an embedded amqtt (the demo: it needs no mosquitto
+installed), and the echo peer the bench measures the broker with.
 
 Run as ``python -m salvo.tools.localbroker echo URL IN OUT`` it is the echo peer.
 """
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,9 +22,9 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import paho.mqtt.client as paho
 
@@ -75,35 +78,132 @@ def mosquitto_version() -> str:
     return out.splitlines()[0] if out else "unknown"
 
 
+#: For measuring: deep queues, no in-flight limit, no Nagle (the bench).
+BENCH_TUNING: Final = ("max_queued_messages 100000", "max_inflight_messages 0", "set_tcp_nodelay true")
+
+
+class Mosquitto:
+    """The one mosquitto launcher (the tests, the bench, the fault runs): a
+    process on free loopback ports, started when it listens on every one of
+    them (never after a sleep), restartable on the same ports, reloadable
+    (SIGHUP). :meth:`config` is an open broker on :attr:`port`; the tests'
+    subclass renders the project's own mosquitto.conf with its ACL and TLS."""
+
+    #: how many loopback listeners :meth:`config` opens (:attr:`ports`)
+    listeners = 1
+
+    def __init__(self, workdir: Path, *, persistence: bool = True, tuning: Sequence[str] = ()) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.persistence = persistence
+        self.tuning = tuple(tuning)
+        self.ports = [free_port() for _ in range(self.listeners)]
+        self.conf = workdir / "mosquitto.conf"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._started = False
+
+    @property
+    def port(self) -> int:
+        return self.ports[0]
+
+    @property
+    def broker(self) -> Broker:
+        """The first listener, anonymous."""
+        return Broker("127.0.0.1", self.port)
+
+    def config(self) -> str:
+        """An open broker (anonymous, every topic) on :attr:`port`."""
+        lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true"]
+        lines += [f"persistence {str(self.persistence).lower()}", f"persistence_location {self.workdir}/"]
+        lines += [*self.tuning, f"log_dest file {self.workdir}/mosquitto.log"]
+        return "\n".join(lines) + "\n" + run_as_me()
+
+    def start(self, timeout: float = 10.0) -> None:
+        for attempt in range(3):
+            self.conf.write_text(self.config())
+            try:
+                self._start(timeout)
+                break
+            except RuntimeError as exc:
+                # A free port taken by another process between free_port()
+                # and the bind (other suites run beside this one): on a
+                # first start, other ports will do; a restart must keep its own.
+                if self._started or "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.ports = [free_port() for _ in self.ports]
+        self._started = True
+
+    def _start(self, timeout: float) -> None:
+        self.proc = subprocess.Popen(
+            [mosquitto_binary(), "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        proc = self.proc
+
+        def exited() -> str | None:
+            if proc.poll() is None:
+                return None
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            return f"mosquitto exited: {err}\n{self.log()}"
+
+        wait_listening(self.ports, exited, timeout)
+
+    def reload(self, timeout: float = 10.0) -> None:
+        """SIGHUP, as an organiser does after salvo teams/tls: mosquitto
+        re-reads the password file, the ACL and the certificates. Returns
+        once its log says so."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError("mosquitto is not running")
+        before = self.log().count("Reloading config.")
+        self.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + timeout
+        while self.log().count("Reloading config.") == before:
+            if time.monotonic() > end:
+                raise RuntimeError("mosquitto did not reload")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log(self) -> str:
+        path = self.workdir / "mosquitto.log"
+        return path.read_text() if path.exists() else ""
+
+    @classmethod
+    @contextlib.contextmanager
+    def throwaway(cls, *, persistence: bool = True, tuning: Sequence[str] = ()) -> Iterator[Mosquitto]:
+        """An open one in a temporary directory, running while the block runs."""
+        workdir = Path(tempfile.mkdtemp(prefix="salvo-mosquitto-"))
+        own = cls(workdir, persistence=persistence, tuning=tuning)
+        try:
+            own.start()
+            yield own
+        finally:
+            own.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_as_me() -> str:
+    """As root mosquitto drops to user "mosquitto", which cannot read our files."""
+    return f"user {getpass.getuser()}\n" if os.geteuid() == 0 else ""
+
+
 @contextlib.contextmanager
 def private_mosquitto() -> Iterator[Broker]:
     """A throw-away open mosquitto on a free loopback port, tuned for
     measuring (no persistence, deep queues, no Nagle)."""
-    binary = mosquitto_binary()
-    port = free_port()
-    workdir = Path(tempfile.mkdtemp(prefix="salvo-bench-broker-"))
-    log = workdir / "mosquitto.log"
-    lines = [
-        f"listener {port} 127.0.0.1",
-        "allow_anonymous true",
-        "persistence false",
-        "max_queued_messages 100000",
-        "max_inflight_messages 0",
-        "set_tcp_nodelay true",
-        f"log_dest file {log}",
-    ]
-    if os.geteuid() == 0:
-        lines.append("user root")
-    conf = workdir / "mosquitto.conf"
-    conf.write_text("\n".join(lines) + "\n")
-    proc = subprocess.Popen([binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_listening([port], lambda: None if proc.poll() is None else log.read_text())
-        yield Broker(host="127.0.0.1", port=port)
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
+    with Mosquitto.throwaway(persistence=False, tuning=BENCH_TUNING) as own:
+        yield own.broker
 
 
 class EmbeddedBroker:
