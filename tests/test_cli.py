@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import salvo
 from salvo.arena.journalformat import config_to_json, event_to_json
 from salvo.cli import ExitCode, main
 from salvo.failures import BrokerRefusal, Failure, LocalFailure
-from salvo.game.events import Event, Result
+from salvo.game import defaults
+from salvo.game.events import Config, Event, Result
 from salvo.net.mqtt import Broker
 from salvo.referee.batch import Fatal, Stop
 from salvo.referee.bootstrap import failure_of, open_state
@@ -93,15 +95,16 @@ def test_the_version_is_the_installed_distribution_s() -> None:
 
 
 def test_the_command_line_configures_logging_only_when_a_command_runs() -> None:
-    """Importing the CLI imports no domain module (help stays fast) and
-    configures nothing."""
+    """Importing the CLI imports no domain module (help stays fast) but the
+    game's defaults (constants only: the options show them) and configures
+    nothing."""
     code = (
         "import logging, sys, salvo.cli; "
         "assert not logging.getLogger().handlers; "
         "print(sorted(m for m in sys.modules if m.startswith('salvo.') and not m.startswith('salvo.cli')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['salvo.failures']"
+    assert out.strip() == "['salvo.failures', 'salvo.game', 'salvo.game.defaults']"
 
 
 @pytest.mark.parametrize(
@@ -299,3 +302,57 @@ def test_a_reset_after_of_zero_is_refused_before_anything_starts(command: str) -
     args = [command] if command == "referee" else ["tournament", "run"]
     out = CliRunner().invoke(main, [*args, "--reset-after", "0", "--broker", "mqtt://127.0.0.1:1"])
     assert out.exit_code == 2 and "--reset-after" in out.output, out.output
+
+
+@pytest.mark.parametrize("command", ["referee", "tournament"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--placement-timeout", "0"],
+        ["--turn-timeout", "-1"],
+        ["--reset-after", "-5"],
+        ["--pace", "-1"],
+        ["--pace", "3601"],
+    ],
+)
+def test_both_commands_refuse_what_the_games_config_refuses(command: str, option: list[str]) -> None:
+    args = [command] if command == "referee" else ["tournament", "run"]
+    field = option[0].removeprefix("--").replace("-", "_").replace("pace", "pace_s")
+    with pytest.raises(ValueError, match="must be"):  # the game's own word on it
+        Config(**{field: float(option[1])})  # type: ignore[arg-type]
+    out = CliRunner().invoke(main, [*args, *option, "--broker", "mqtt://127.0.0.1:1"])
+    assert out.exit_code == 2 and option[0] in out.output, out.output
+
+
+def test_the_referee_refuses_fewer_max_than_min_players_as_its_config_does() -> None:
+    out = CliRunner().invoke(main, ["referee", "--min-players", "5", "--max-players", "3", "--broker", "x"])
+    assert out.exit_code == 2 and "min_players" in out.output, out.output
+
+
+def test_the_options_show_the_games_defaults_and_config_takes_names_only() -> None:
+    """One place for the defaults (salvo.game.defaults): Config's fields and
+    the options' --help show the same; nothing maps settings by position."""
+    config = Config()
+
+    def default(option: str, text: str) -> str | None:  # within the option's own entry
+        found = re.search(rf"\n  {option} (?:(?!\n  -).)*?\[default: ([^;\]]+)", text, re.DOTALL)
+        return found[1] if found else None
+
+    referee = CliRunner().invoke(main, ["referee", "--help"], terminal_width=200).output
+    shown = {
+        "--placement-timeout": config.placement_timeout,
+        "--turn-timeout": config.turn_timeout,
+        "--reset-after": config.reset_after,
+        "--min-players": config.min_players,
+        "--max-players": config.max_players,
+        "--max-missed-turns": config.max_missed_turns,
+        "--pace": config.pace_s,
+    }
+    for option, value in shown.items():
+        assert default(option, referee) == str(value), option
+    tournament = CliRunner().invoke(main, ["tournament", "run", "--help"], terminal_width=200).output
+    for option in ("--placement-timeout", "--turn-timeout", "--pace"):
+        assert default(option, tournament) == str(shown[option]), option
+    assert default("--reset-after", tournament) == str(defaults.TOURNAMENT_RESET_AFTER_S)
+    with pytest.raises(TypeError):
+        Config(60.0)  # type: ignore[call-arg]

@@ -156,16 +156,6 @@ resume_window_option = click.option(
     " its MQTT session expiry. Away longer, it starts on a clean session and the broker drops that backlog"
     " (docs/reliability.md).",
 )
-#: The referee's and the director's: slower play for the room.
-pace_option = click.option(
-    "--pace",
-    type=click.FloatRange(min=0, max=3600),
-    default=0.0,
-    show_default=True,
-    envvar="SALVO_PACE",
-    help="Seconds between a salvo's results and the next turn, for spectators (nobody fires meanwhile;"
-    " the turn timeout starts with the turn).",
-)
 log_level_option = click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )

@@ -15,13 +15,13 @@ from salvo.cli.common import (
     health_file_option,
     key_file_option,
     log_level_option,
-    pace_option,
     parse_broker,
     resume_window_option,
     setup_logging,
     stop_on_signals,
 )
-from salvo.cli.serve import check_acl, game_config
+from salvo.cli.serve import check_acl, game_config, pace_option
+from salvo.game import defaults
 
 if TYPE_CHECKING:
     from salvo.net.mqtt import Broker
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     "--placement-timeout",
     type=click.FloatRange(min=0, min_open=True),
     envvar="SALVO_PLACEMENT_TIMEOUT",
-    default=60.0,
+    default=defaults.PLACEMENT_TIMEOUT_S,
     show_default=True,
     help="Seconds after the latest join until placement closes.",
 )
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     "--turn-timeout",
     type=click.FloatRange(min=0, min_open=True),
     envvar="SALVO_TURN_TIMEOUT",
-    default=30.0,
+    default=defaults.TURN_TIMEOUT_S,
     show_default=True,
     help="Seconds a player has to fire a salvo.",
 )
@@ -56,22 +56,24 @@ if TYPE_CHECKING:
     "--reset-after",
     type=click.FloatRange(min=0, min_open=True),
     envvar="SALVO_RESET_AFTER",
-    default=300.0,
+    default=defaults.RESET_AFTER_S,
     show_default=True,
     help="Seconds from game over until the retained game is cleared and the lobby reopens.",
 )
 @click.option(
     "--min-players",
     type=click.IntRange(min=2),
-    default=2,
+    default=defaults.MIN_PLAYERS,
     show_default=True,
     help="Players needed before a game starts as soon as all fleets are complete.",
 )
-@click.option("--max-players", type=click.IntRange(min=2), default=10, show_default=True, help="Lobby size.")
+@click.option(
+    "--max-players", type=click.IntRange(min=2), default=defaults.MAX_PLAYERS, show_default=True, help="Lobby size."
+)
 @click.option(
     "--max-missed-turns",
     type=click.IntRange(min=1),
-    default=3,
+    default=defaults.MAX_MISSED_TURNS,
     show_default=True,
     help="Turns in a row timed out without a shot before a player is dropped.",
 )
@@ -165,7 +167,15 @@ def referee(
     target = parse_broker(broker, username, password)
     prefixes = arena_prefixes(prefix, arenas)
     check_acl(acl, prefixes)
-    config = game_config(placement_timeout, turn_timeout, reset_after, min_players, max_players, max_missed_turns, pace)
+    config = game_config(
+        placement_timeout=placement_timeout,
+        turn_timeout=turn_timeout,
+        reset_after=reset_after,
+        min_players=min_players,
+        max_players=max_players,
+        max_missed_turns=max_missed_turns,
+        pace_s=pace,
+    )
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.referee_arenas(
         state,

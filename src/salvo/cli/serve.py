@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from salvo.game import defaults
+
 if TYPE_CHECKING:
     from salvo.game.events import Config
 
@@ -39,11 +41,24 @@ def check_acl(acl: Path | None, prefixes: list[str]) -> None:
         )
 
 
-def game_config(*args: Any) -> Config:
-    """The engine's settings from the timing options (inconsistent ones: usage error)."""
+def game_config(**settings: Any) -> Config:
+    """The engine's settings (:class:`~salvo.game.events.Config`'s fields, by
+    name) from the options; inconsistent ones: usage error."""
     from salvo.game.events import Config
 
     try:
-        return Config(*args)
+        return Config(**settings)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+#: The referee's and the director's: slower play for the room.
+pace_option = click.option(
+    "--pace",
+    type=click.FloatRange(min=0, max=3600),
+    default=defaults.PACE_S,
+    show_default=True,
+    envvar="SALVO_PACE",
+    help="Seconds between a salvo's results and the next turn, for spectators (nobody fires meanwhile;"
+    " the turn timeout starts with the turn).",
+)

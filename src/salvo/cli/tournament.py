@@ -16,13 +16,13 @@ from salvo.cli.common import (
     health_file_option,
     key_file_option,
     log_level_option,
-    pace_option,
     parse_broker,
     resume_window_option,
     setup_logging,
     stop_on_signals,
 )
-from salvo.cli.serve import check_acl, game_config
+from salvo.cli.serve import check_acl, game_config, pace_option
+from salvo.game import defaults
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -109,17 +109,21 @@ def tournament() -> None:
 @click.option(
     "--placement-timeout",
     type=click.FloatRange(min=1),
-    default=60.0,
+    default=defaults.PLACEMENT_TIMEOUT_S,
     show_default=True,
     envvar="SALVO_PLACEMENT_TIMEOUT",
 )
 @click.option(
-    "--turn-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, envvar="SALVO_TURN_TIMEOUT"
+    "--turn-timeout",
+    type=click.FloatRange(min=0.1),
+    default=defaults.TURN_TIMEOUT_S,
+    show_default=True,
+    envvar="SALVO_TURN_TIMEOUT",
 )
 @click.option(
     "--reset-after",
     type=click.FloatRange(min=0, min_open=True),  # (Config refuses 0: a game over would never reset)
-    default=10.0,
+    default=defaults.TOURNAMENT_RESET_AFTER_S,
     show_default=True,
     envvar="SALVO_RESET_AFTER",
 )
@@ -242,7 +246,14 @@ def run(
     plan, late = night.plan(state, fmt, rounds, teams, table_size)
     if late:
         click.echo(f"registered after the start, waiting for admit-late/refuse-late: {', '.join(late)}", err=True)
-    config = game_config(placement_timeout, turn_timeout, reset_after, table_size, table_size, 3, pace)
+    config = game_config(
+        placement_timeout=placement_timeout,
+        turn_timeout=turn_timeout,
+        reset_after=reset_after,
+        min_players=table_size,
+        max_players=table_size,
+        pace_s=pace,
+    )
     key = bootstrap.load_key(key_file)
     store, games = bootstrap.tournament_arenas(
         referee_state, prefixes, config, key, sealed_joins_only=sealed_joins_only

@@ -16,23 +16,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from salvo.game import defaults
 from salvo.spec.errors import Rejection
 from salvo.spec.payloads import Publish
 from salvo.spec.rules import FLEET, SHIP_IDS, Placement
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
-    placement_timeout: float = 60.0
-    turn_timeout: float = 30.0
-    reset_after: float = 300.0
-    min_players: int = 2
-    max_players: int = 10
-    max_missed_turns: int = 3
+    """The game's settings, by name only; their defaults are
+    :mod:`salvo.game.defaults` (the CLI's options show the same)."""
+
+    placement_timeout: float = defaults.PLACEMENT_TIMEOUT_S
+    turn_timeout: float = defaults.TURN_TIMEOUT_S
+    reset_after: float = defaults.RESET_AFTER_S
+    min_players: int = defaults.MIN_PLAYERS
+    max_players: int = defaults.MAX_PLAYERS
+    max_missed_turns: int = defaults.MAX_MISSED_TURNS
     #: Seconds between a salvo's results and the next turn's announcement
     #: (the room's pace; 0: at once). Nobody may fire meanwhile, and the turn
     #: timeout starts only with the announcement.
-    pace_s: float = 0.0
+    pace_s: float = defaults.PACE_S
 
     def __post_init__(self) -> None:
         if min(self.placement_timeout, self.turn_timeout, self.reset_after) <= 0:
