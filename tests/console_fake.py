@@ -134,7 +134,7 @@ class FakeDirector:
 
     def apply(self, action: str, args: dict[str, Any], by: str) -> dict[str, Any]:
         if action not in ACTIONS:
-            raise ControlError("unknown-action", action)
+            raise ControlError("unknown_action", action)
         with self.lock:
             getattr(self, "_" + action.replace("-", "_"))(**args)
             entry = {"at": time.time(), "by": by, "action": action, "args": args, "result": "ok"}
@@ -161,37 +161,37 @@ class FakeDirector:
         for a in self.state["arenas"]:
             if a["arena"] == arena:
                 if a["state"] not in ("lobby", "placement", "turn"):
-                    raise ControlError("no-game", f"no game is running in {arena}")
+                    raise ControlError("no_game", f"no game is running in {arena}")
                 found: dict[str, Any] = a
                 return found
         raise ControlError("no-arena", f"there is no arena {arena}")
 
     def _find_game(self, game: int) -> dict[str, Any]:
         if not 0 <= game < len(self.state["games"]):
-            raise ControlError("no-game", f"there is no game {game}")
+            raise ControlError("no_game", f"there is no game {game}")
         found: dict[str, Any] = self.state["games"][game]
         return found
 
     def _pause(self) -> None:
         if self.state["tournament"]["paused"]:
-            raise ControlError("already-paused", "the tournament is already paused")
+            raise ControlError("already_paused", "the tournament is already paused")
         self.state["tournament"]["paused"] = True
 
     def _resume(self) -> None:
         if not self.state["tournament"]["paused"]:
-            raise ControlError("not-paused", "the tournament is not paused")
+            raise ControlError("not_paused", "the tournament is not paused")
         self.state["tournament"]["paused"] = False
 
     def _pause_game(self, arena: str) -> None:
         a = self._find_arena(arena)
         if a["paused"]:
-            raise ControlError("already-paused", f"the game in {arena} is already paused")
+            raise ControlError("already_paused", f"the game in {arena} is already paused")
         a["paused"] = True
 
     def _resume_game(self, arena: str) -> None:
         a = self._find_arena(arena)
         if not a["paused"]:
-            raise ControlError("not-paused", f"the game in {arena} is not paused")
+            raise ControlError("not_paused", f"the game in {arena} is not paused")
         a["paused"] = False
 
     def _extra_time(self, arena: str, seconds: float) -> None:
@@ -226,7 +226,7 @@ class FakeDirector:
             if late["team"] == team and late["status"] == "pending":
                 late["status"] = to
                 return
-        raise ControlError("not-late", f"{team} is not waiting to join")
+        raise ControlError("not_late", f"{team} is not waiting to join")
 
     def _admit_late(self, team: str) -> None:
         self._late(team, "admitted")

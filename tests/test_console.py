@@ -86,7 +86,7 @@ def test_only_the_login_form_answers_without_a_session(client: TestClient, fake:
     ]:
         r = client.request(method, path, json={"action": "pause", "args": {}})
         assert r.status_code == 401, (method, path)
-        assert r.json()["code"] == "login-required"
+        assert r.json()["code"] == "login_required"
     client.cookies.set(COOKIE, "forged")
     assert client.get("/api/status").status_code == 401
     assert fake.applied == []
@@ -149,20 +149,20 @@ def test_a_refused_control_is_a_400_with_its_code_and_changes_nothing(client: Te
     before = fake.status()
     assert control({"action": "resume", "args": {}}) == (
         400,
-        {"code": "not-paused", "reason": "the tournament is not paused"},
+        {"code": "not_paused", "reason": "the tournament is not paused"},
     )
-    assert control({"action": "pause-game", "args": {"arena": "arena4"}})[1]["code"] == "no-game"
-    assert control({"action": "launch", "args": {}})[1]["code"] == "unknown-action"
+    assert control({"action": "pause-game", "args": {"arena": "arena4"}})[1]["code"] == "no_game"
+    assert control({"action": "launch", "args": {}})[1]["code"] == "unknown_action"
     assert control({"action": "extra-time", "args": {"arena": "arena1"}}) == (
         400,
-        {"code": "bad-args", "reason": "extra-time needs seconds"},
+        {"code": "bad_arguments", "reason": "extra-time needs seconds"},
     )
-    assert control({"action": "extra-time", "args": {"arena": "arena1", "seconds": "60"}})[1]["code"] == "bad-args"
-    assert control({"action": "void-game", "args": {"game": True}})[1]["code"] == "bad-args"
-    assert control({"action": "pause", "args": {"force": 1}})[1]["code"] == "bad-args"
-    assert control(["pause"])[1]["code"] == "bad-request"
+    assert control({"action": "extra-time", "args": {"arena": "arena1", "seconds": "60"}})[1]["code"] == "bad_arguments"
+    assert control({"action": "void-game", "args": {"game": True}})[1]["code"] == "bad_arguments"
+    assert control({"action": "pause", "args": {"force": 1}})[1]["code"] == "bad_arguments"
+    assert control(["pause"])[1]["code"] == "bad_request"
     r = client.post("/api/control", content=b"{not json", headers=headers)
-    assert r.status_code == 400 and r.json()["code"] == "bad-request"
+    assert r.status_code == 400 and r.json()["code"] == "bad_request"
     assert fake.applied == [] and fake.status() == before
     # A reason may be left out (the director decides); an override names a winner.
     assert control({"action": "override", "args": {"game": 2, "winner": "fortran", "reason": "miscount"}})[0] == 200
@@ -608,11 +608,11 @@ def test_a_body_past_the_limit_is_refused_unread(client: TestClient) -> None:
 
     huge = b"password=" + b"x" * (MAX_BODY + 1)
     r = client.post("/login", content=huge, headers={"Content-Type": "application/x-www-form-urlencoded"})
-    assert r.status_code == 413 and r.json()["code"] == "too-large"
+    assert r.status_code == 413 and r.json()["code"] == "too_large"
     csrf = login(client)
     r = client.post(
         "/api/control",
         content=b"{" + b" " * MAX_BODY + b"}",
         headers={"Content-Type": "application/json", "X-CSRF-Token": csrf},
     )
-    assert r.status_code == 413 and r.json()["code"] == "too-large"
+    assert r.status_code == 413 and r.json()["code"] == "too_large"

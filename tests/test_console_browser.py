@@ -157,7 +157,7 @@ def test_the_organiser_logs_in_and_runs_the_night_from_the_console(
     _click(browser, "#logout")
     _until(browser, "the login form again", lambda: _text(browser, "#login"))
     browser.get(console.url + "api/status")
-    assert "login-required" in _text(browser, "body")
+    assert "login_required" in _text(browser, "body")
 
 
 def test_the_page_says_plainly_when_the_director_stops_answering(fake: FakeDirector, browser: Any) -> None:

@@ -91,7 +91,7 @@ def test_a_damaged_request_is_answered_and_a_done_one_is_not_applied_again(
         requests.write_text("\n".join(lines) + "\n")
         d.spool.serve(d)
         answers = {r["id"]: r for r in map(json.loads, replies.read_text().splitlines())}
-        assert (answers["r1"]["ok"], answers["r1"]["code"]) == (False, "bad-arguments")
+        assert (answers["r1"]["ok"], answers["r1"]["code"]) == (False, "bad_arguments")
         assert answers["r2"]["ok"] is False and answers["r3"]["ok"] is True
         assert d.state.paused and [a["action"] for a in d.state.audit] == ["pause"]
     finally:
@@ -123,7 +123,7 @@ def test_an_arena_held_by_players_no_fixture_put_there_is_cleared(
     try:
         with pytest.raises(ControlError) as nothing:  # an idle arena: nothing to clear
             actions.apply(d, "clear-arena", {"arena": prefix, "reason": "tidy"}, "test")
-        assert nothing.value.code == "nothing-to-clear" and referee.calls == []
+        assert nothing.value.code == "nothing_to_clear" and referee.calls == []
         t = Topics(prefix)
         d.rec.publish(t.state, "lobby", retain=True)
         d.rec.publish(t.players_list, '["mallory"]', retain=True)
@@ -155,7 +155,7 @@ def test_a_team_registered_a_moment_ago_can_be_admitted_at_once(broker: Mosquitt
         assert d.state.late == {"eve": "admitted"}
         with pytest.raises(ControlError) as unknown:
             actions.apply(d, "admit-late", {"team": "zed"}, "test")
-        assert unknown.value.code == "not-late"
+        assert unknown.value.code == "not_late"
     finally:
         d.close()
 
@@ -324,3 +324,10 @@ def test_a_game_ended_without_a_result_while_away_is_played_again(
     finally:
         d.close()
         store.close()
+
+
+def test_refusal_codes_are_snake_case_like_the_protocols() -> None:
+    """Issue 30: the tournament's codes were kebab-case, the protocol's snake_case."""
+    with pytest.raises(ValueError, match="snake_case"):
+        ControlError("not-paused", "x")
+    assert ControlError("not_paused", "the clock runs").as_json() == {"code": "not_paused", "reason": "the clock runs"}

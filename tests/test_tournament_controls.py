@@ -61,7 +61,7 @@ def test_withdraw_pause_and_a_late_team(new_broker: BrokerFactory, tmp_path: Pat
         wait_until(state.exists, 30, "the state file")
         assert salvo("tournament", "pause", *ctl).returncode == 0
         refused = salvo("tournament", "pause", *ctl)
-        assert refused.returncode == 1 and "already-paused" in refused.stderr
+        assert refused.returncode == 1 and "already_paused" in refused.stderr
         status = json.loads(salvo("tournament", "status", "--json", *ctl).stdout)
         assert status["tournament"]["paused"] and status["tournament"]["running"]
 
@@ -235,4 +235,4 @@ def test_extra_time_abort_and_a_correction_after_the_night(new_broker: BrokerFac
     assert exported["teams"][0]["team"] == loser
     assert [a["action"] for a in exported["audit"]] == ["extra-time", "abort-game", "override"]
     replies = (tmp_path / "tournament.json.replies").read_text()
-    assert "tournament-over" in replies  # the void after the night was refused: it could not be replayed
+    assert "tournament_over" in replies  # the void after the night was refused: it could not be replayed

@@ -48,7 +48,7 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _error(status: int, code: str, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"code": code, "reason": reason}, status, {**security_headers(), **(headers or {})})
+    return JSONResponse(ControlError(code, reason).as_json(), status, {**security_headers(), **(headers or {})})
 
 
 async def _body(request: Request) -> bytes | None:
@@ -107,7 +107,7 @@ def _logged_in(state: _State, handler: Callable[[Request, Session], Awaitable[Re
     async def guarded(request: Request) -> Response:
         session = state.session(request)
         if session is None:
-            return _error(401, "login-required", "log in to the console first")
+            return _error(401, "login_required", "log in to the console first")
         return await handler(request, session)
 
     return guarded
@@ -152,7 +152,7 @@ def create_app(
             return _held_off(state, client)
         body = await _body(request)
         if body is None:
-            return _error(413, "too-large", f"a login is under {MAX_BODY} bytes")
+            return _error(413, "too_large", f"a login is under {MAX_BODY} bytes")
         form = parse_qs(body.decode("utf-8", errors="replace"))
         # The attempt counts before it is judged, with nothing awaited in
         # between: guesses sent at once all passed the check above while
@@ -195,10 +195,10 @@ def create_app(
         try:
             raw = await _body(request)
             if raw is None:
-                return _error(413, "too-large", f"a control is under {MAX_BODY} bytes")
+                return _error(413, "too_large", f"a control is under {MAX_BODY} bytes")
             body = json.loads(raw or b"null")
         except ValueError:
-            return _error(400, "bad-request", "the body is not JSON")
+            return _error(400, "bad_request", "the body is not JSON")
         try:
             action, args = parse_control(body)
             entry = await run_in_threadpool(controls.apply, action, args, BY)
@@ -210,7 +210,7 @@ def create_app(
     async def export(request: Request, session: Session) -> Response:
         name = request.path_params["name"]
         if name not in EXPORTS:
-            return _error(404, "not-found", f"the exports are {', '.join(EXPORTS)}")
+            return _error(404, "not_found", f"the exports are {', '.join(EXPORTS)}")
         if name == "tournament.json":
             body = json.dumps(await run_in_threadpool(controls.export_json), indent=2, default=str)
         else:

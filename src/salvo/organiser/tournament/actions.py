@@ -19,13 +19,13 @@ MAX_EXTRA_S = 3600.0
 def apply(d: Director, action: str, args: dict[str, Any], by: str, request: str | None = None) -> dict[str, Any]:
     spec = ACTIONS.get(action)
     if spec is None:
-        raise ControlError("unknown-action", f"no action {action!r}; actions: {', '.join(ACTIONS)}")
+        raise ControlError("unknown_action", f"no action {action!r}; actions: {', '.join(ACTIONS)}")
     missing = [a for a, kind in spec.args.items() if a not in args and kind != "text"]
     if missing:
-        raise ControlError("bad-arguments", f"{action} needs {', '.join(missing)}")
+        raise ControlError("bad_arguments", f"{action} needs {', '.join(missing)}")
     clean = {a: args.get(a, "") for a in spec.args}
     if d.state.done and action not in ("void-game", "override"):
-        raise ControlError("tournament-over", "the tournament is over: only results can still be changed")
+        raise ControlError("tournament_over", "the tournament is over: only results can still be changed")
     note = _HANDLERS[action](d, clean)
     entry: dict[str, Any] = {"at": round(time.time(), 3), "by": by, "action": action, "args": clean}
     entry["result"] = note or "ok"
@@ -44,16 +44,16 @@ def apply(d: Director, action: str, args: dict[str, Any], by: str, request: str 
 def _arena(d: Director, args: dict[str, Any], *, live: bool = True) -> str:
     arena = str(args["arena"])
     if arena not in d.arenas:
-        raise ControlError("unknown-arena", f"no arena {arena!r}; arenas: {', '.join(d.arenas)}")
+        raise ControlError("unknown_arena", f"no arena {arena!r}; arenas: {', '.join(d.arenas)}")
     if live and arena not in d.state.live:
-        raise ControlError("no-game", f"no tournament game in arena {arena} now")
+        raise ControlError("no_game", f"no tournament game in arena {arena} now")
     return arena
 
 
 def _team(d: Director, args: dict[str, Any]) -> str:
     team = str(args["team"])
     if team not in d.state.teams:
-        raise ControlError("unknown-team", f"{team!r} is not in this tournament")
+        raise ControlError("unknown_team", f"{team!r} is not in this tournament")
     if team in d.state.withdrawn:
         raise ControlError("withdrawn", f"{team} has withdrawn already")
     return team
@@ -63,9 +63,9 @@ def _game(d: Director, args: dict[str, Any]) -> GameResult:
     try:
         index = int(args["game"])
     except (TypeError, ValueError, OverflowError):
-        raise ControlError("bad-arguments", f"game must be a number, not {args['game']!r}") from None
+        raise ControlError("bad_arguments", f"game must be a number, not {args['game']!r}") from None
     if not 0 <= index < len(d.state.results):
-        raise ControlError("unknown-game", f"no game {index}; games 0-{len(d.state.results) - 1}")
+        raise ControlError("unknown_game", f"no game {index}; games 0-{len(d.state.results) - 1}")
     return d.state.results[index]
 
 
@@ -82,14 +82,14 @@ def _referee(d: Director) -> ArenaOps:
 
 def _pause(d: Director, _args: dict[str, Any]) -> str:
     if d.state.paused:
-        raise ControlError("already-paused", "the tournament is paused already")
+        raise ControlError("already_paused", "the tournament is paused already")
     d.state.paused = True
     return "no new game is assigned until resume"
 
 
 def _resume(d: Director, _args: dict[str, Any]) -> str:
     if not d.state.paused:
-        raise ControlError("not-paused", "the tournament is not paused")
+        raise ControlError("not_paused", "the tournament is not paused")
     d.state.paused = False
     return "ok"
 
@@ -100,14 +100,14 @@ def _resume(d: Director, _args: dict[str, Any]) -> str:
 def _pause_game(d: Director, args: dict[str, Any]) -> str:
     arena = _arena(d, args)
     if not _referee(d).pause_game(arena, "paused by the organisers"):
-        raise ControlError("not-running", f"no clock to stop in {arena} (paused already, or over)")
+        raise ControlError("not_running", f"no clock to stop in {arena} (paused already, or over)")
     return "ok"
 
 
 def _resume_game(d: Director, args: dict[str, Any]) -> str:
     arena = _arena(d, args)
     if not _referee(d).resume_game(arena):
-        raise ControlError("not-paused", f"the game in {arena} is not paused")
+        raise ControlError("not_paused", f"the game in {arena} is not paused")
     return "ok"
 
 
@@ -116,11 +116,11 @@ def _extra_time(d: Director, args: dict[str, Any]) -> str:
     try:
         seconds = float(args["seconds"])
     except (TypeError, ValueError, OverflowError):
-        raise ControlError("bad-arguments", f"seconds must be a number, not {args['seconds']!r}") from None
+        raise ControlError("bad_arguments", f"seconds must be a number, not {args['seconds']!r}") from None
     if not 0 < seconds <= MAX_EXTRA_S:
-        raise ControlError("bad-arguments", f"seconds must be more than 0 and at most {MAX_EXTRA_S:g}")
+        raise ControlError("bad_arguments", f"seconds must be more than 0 and at most {MAX_EXTRA_S:g}")
     if not _referee(d).extend(arena, seconds):
-        raise ControlError("not-running", f"no running deadline in {arena}")
+        raise ControlError("not_running", f"no running deadline in {arena}")
     return f"{seconds:g}s more"
 
 
@@ -128,9 +128,9 @@ def _stop_game(d: Director, arena: str, reason: str) -> None:
     """End what runs in ``arena``: a lobby is closed, a game abandoned."""
     if d.arena_state(arena) == "lobby":
         if not _referee(d).close_lobby(arena, reason):
-            raise ControlError("not-running", f"the lobby of {arena} could not be closed")
+            raise ControlError("not_running", f"the lobby of {arena} could not be closed")
     elif not _referee(d).abort_game(arena, reason):
-        raise ControlError("not-running", f"the game in {arena} could not be aborted")
+        raise ControlError("not_running", f"the game in {arena} could not be aborted")
 
 
 def _abort_game(d: Director, args: dict[str, Any]) -> str:
@@ -165,7 +165,7 @@ def _clear_arena(d: Director, args: dict[str, Any]) -> str:
         return _abort_game(d, args)
     state = d.arena_state(arena)
     if state not in ("lobby", "turn") or (state == "lobby" and not d.listed(arena)):
-        raise ControlError("nothing-to-clear", f"arena {arena} is {state}, with nobody in its lobby and no game to end")
+        raise ControlError("nothing_to_clear", f"arena {arena} is {state}, with nobody in its lobby and no game to end")
     _stop_game(d, arena, str(args["reason"]) or "cleared by the organisers")
     return "cleared: an empty lobby"
 
@@ -173,9 +173,9 @@ def _clear_arena(d: Director, args: dict[str, Any]) -> str:
 def _void_game(d: Director, args: dict[str, Any]) -> str:
     result = _game(d, args)
     if not result.counts:
-        raise ControlError("not-counted", f"that game is {result.status} already")
+        raise ControlError("not_counted", f"that game is {result.status} already")
     if d.state.done:
-        raise ControlError("tournament-over", "the tournament is over: a voided game could not be played again")
+        raise ControlError("tournament_over", "the tournament is over: a voided game could not be played again")
     if gone := [t for t in result.players if t in d.state.withdrawn]:
         raise ControlError("withdrawn", f"{', '.join(gone)} withdrew: the game could not be played again")
     result.status = "void"
@@ -187,9 +187,9 @@ def _override(d: Director, args: dict[str, Any]) -> str:
     result = _game(d, args)
     winner = str(args["winner"])
     if winner and winner not in result.players:
-        raise ControlError("bad-arguments", f"{winner!r} did not play that game ({', '.join(result.players)})")
+        raise ControlError("bad_arguments", f"{winner!r} did not play that game ({', '.join(result.players)})")
     if result.status in ("void", "aborted"):
-        raise ControlError("not-counted", f"that game is {result.status}: nothing to override")
+        raise ControlError("not_counted", f"that game is {result.status}: nothing to override")
     before = {p: result.place_of(p) for p in result.players}
     if winner:
         others = sorted((p for p in result.players if p != winner), key=lambda p: before[p])
@@ -255,7 +255,7 @@ def _late(d: Director, args: dict[str, Any]) -> str:
     d.check_registry(now=True)  # registered a moment ago: known before it is judged
     status = d.state.late.get(team)
     if status is None:
-        raise ControlError("not-late", f"{team!r} is not a team registered after the start")
+        raise ControlError("not_late", f"{team!r} is not a team registered after the start")
     if status != "pending":
         raise ControlError("decided", f"{team} was {status} already")
     return team

@@ -10,8 +10,9 @@ changes nothing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,16 @@ ACTIONS: dict[str, Action] = {
 }
 
 
+#: A refusal's machine code: snake_case like the protocol's (salvo.spec.errors.Code).
+CODE_RE: Final = re.compile(r"[a-z]+(_[a-z]+)*")
+
+
 class ControlError(Exception):
     """A control refused: nothing changed."""
 
     def __init__(self, code: str, reason: str) -> None:
+        if not CODE_RE.fullmatch(code):  # snake_case, as the protocol's codes
+            raise ValueError(f"control code {code!r} is not snake_case")
         super().__init__(reason)
         self.code = code
         self.reason = reason
