@@ -40,7 +40,7 @@ NAMES = ("ada", "grace", "alan", "edsger", "barbara", "donald", "ken", "margaret
 
 
 @dataclass
-class Board:
+class ShownBoard:
     """One player's board as the referee sees it."""
 
     name: str
@@ -59,7 +59,7 @@ class Spectator:
 
     def __init__(self, topics: Topics) -> None:
         self.t = topics
-        self.boards: dict[str, Board] = {}
+        self.boards: dict[str, ShownBoard] = {}
         self.state = "lobby"
         self.turn: wire.TurnInfo | None = None
         self.log: list[str] = []
@@ -71,8 +71,8 @@ class Spectator:
         self.last_message = time.monotonic()
         self._lock = threading.Lock()
 
-    def board(self, name: str) -> Board:
-        return self.boards.setdefault(name, Board(name, "?"))
+    def board(self, name: str) -> ShownBoard:
+        return self.boards.setdefault(name, ShownBoard(name, "?"))
 
     def feed(self, topic: str, payload: bytes) -> None:
         text = payload.decode("utf-8", "replace")
@@ -139,7 +139,7 @@ class Spectator:
             events = Text.from_markup("\n".join(self.log[-6:]) or "waiting for the first salvo...")
             return Group(head, grid, Panel(events, title="events", border_style="dim"))
 
-    def _board_panel(self, b: Board) -> Panel:
+    def _board_panel(self, b: ShownBoard) -> Panel:
         ships = b.ship_cells()
         sunk_cells = {c for c, s in ships.items() if s in b.sunk}
         text = Text()
@@ -210,7 +210,7 @@ class PacedStrategy(Strategy):
     """A strategy that waits ``delay`` seconds before each salvo, so people
     can follow, and reports its fleet to the spectator."""
 
-    def __init__(self, inner: Strategy, delay: float, board: Board) -> None:
+    def __init__(self, inner: Strategy, delay: float, board: ShownBoard) -> None:
         super().__init__()
         self.inner, self.delay, self.board = inner, delay, board
 

@@ -92,7 +92,7 @@ def solo_benchmark(games: int = 500, shots_per_turn: int = 1, seed: int = 0) -> 
 
 
 @dataclass
-class GameResult:
+class SimGame:
     winner: str | None
     turns: int
     views: dict[str, View]
@@ -102,14 +102,14 @@ class GameResult:
 
 def play_game(
     strategies: dict[str, Strategy], seed: int | str = 0, config: Config | None = None, max_turns: int = 2000
-) -> GameResult:
+) -> SimGame:
     """A whole game of the engine between ``strategies`` (name -> strategy)."""
     topics = Topics()
     game = Game(config or Config(), topics, seed)
     views = {name: View(name) for name in strategies}
     observers = {name: Observer(view, topics) for name, view in views.items()}
     readable = {name: [*topics.public_filters, topics.private_filter(name)] for name in strategies}
-    result = GameResult(None, 0, views)
+    result = SimGame(None, 0, views)
     now = 0.0
 
     def deliver(effects: list[Publish]) -> None:

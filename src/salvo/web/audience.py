@@ -165,7 +165,7 @@ def _nothing() -> None:
 
 
 @dataclass(eq=False)
-class Client:
+class Stream:
     """One browser's stream: what it has still to be sent. ``wake`` is called
     (from any thread) after each event queued for it: the stream waits on
     its own event loop, not in a thread of its own."""
@@ -206,21 +206,21 @@ class Hub:
         self._lock = threading.Lock()
         self._retained: OrderedDict[str, bytes] = OrderedDict()  # topic -> its encoded event
         self._size = 0
-        self._clients: set[Client] = set()
+        self._clients: set[Stream] = set()
         self._records: OrderedDict[str, tuple[bytes, dict[str, Any]]] = OrderedDict()  # id -> record, summary
         self._history: OrderedDict[str, _Heard] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
         self._closed = False
         self.unshown = 0  # messages dropped because no page shows their topic
 
-    def attach(self, wake: Callable[[], None] = _nothing) -> tuple[Client, list[bytes]] | None:
+    def attach(self, wake: Callable[[], None] = _nothing) -> tuple[Stream, list[bytes]] | None:
         """A new stream and what it starts with (status, the history, then the snapshot);
         None when there are too many, or the hub is closed. Atomic with :meth:`message`, so the
         stream misses nothing and gets nothing twice."""
         with self._lock:
             if self._closed or len(self._clients) >= self.max_clients:
                 return None
-            client = Client(queue.Queue(self.queue_size), wake)
+            client = Stream(queue.Queue(self.queue_size), wake)
             self._clients.add(client)
             start = self.status(reset=True)
             history = [e for heard in self._history.values() for e in heard.events]
@@ -233,7 +233,7 @@ class Hub:
         """What an idle stream is sent now and then: the clock (and a sign of life)."""
         return sse({"now": round(self.clock(), 3)}, "clock")
 
-    def detach(self, client: Client) -> None:
+    def detach(self, client: Stream) -> None:
         with self._lock:
             self._clients.discard(client)
         client.close()
