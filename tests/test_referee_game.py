@@ -97,9 +97,9 @@ def test_full_three_player_game(
     # -- lobby: joins (one plain, two sealed) -----------------------------------------
     teams["alice"].join()
     watcher.wait_for(f"{P}/players/count", "1")
-    teams["bob"].sealed_join()
+    teams["bob"].join(teams["bob"].current(teams["bob"].t.pubkey))
     watcher.wait_for(f"{P}/players/count", "2")
-    teams["carol"].sealed_join()
+    teams["carol"].join(teams["carol"].current(teams["carol"].t.pubkey))
     count = watcher.wait_for(f"{P}/players/count", "3")
     assert count.retain
     lst = watcher.wait_for(f"{P}/players/list", '["alice","bob","carol"]')

@@ -3,7 +3,9 @@ referee with --teams admits only registered teams with their secret."""
 
 from __future__ import annotations
 
+import base64
 import json
+import secrets
 import shlex
 import subprocess
 from pathlib import Path
@@ -14,7 +16,7 @@ from click.testing import CliRunner
 from paho.mqtt.enums import CallbackAPIVersion
 
 from salvo.cli import main
-from salvo.organiser.teams import add_team, mosquitto_hash, mosquitto_verify, read_passwd, render_acl
+from salvo.organiser.teams import add_team, mosquitto_hash, read_passwd, render_acl
 from salvo.organiser.tls import certificate_fingerprint
 from salvo.referee.admission import Registry
 from salvo.spec.errors import Rejection
@@ -22,6 +24,20 @@ from salvo.spec.errors import Rejection
 from conftest import BrokerFactory, RefereeFactory, TeamFactory
 from mosquitto import Mosquitto
 from mqttkit import Recorder
+
+
+def mosquitto_verify(password: str, encoded: str) -> bool:
+    """Does ``password`` match a mosquitto_passwd line's hash (the check
+    mosquitto makes)? Only the tests need it: salvo writes hashes, the
+    broker checks them."""
+    try:
+        _, kind, iterations, salt, _digest = encoded.split("$")
+        if kind != "7":
+            return False
+        expected = mosquitto_hash(password, base64.b64decode(salt), int(iterations))
+    except ValueError:
+        return False
+    return secrets.compare_digest(expected, encoded)
 
 
 def test_hash_matches_mosquitto_passwd_format() -> None:

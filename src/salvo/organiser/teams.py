@@ -55,17 +55,6 @@ def mosquitto_hash(password: str, salt: bytes | None = None, iterations: int = P
     return f"$7${iterations}${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
 
 
-def mosquitto_verify(password: str, encoded: str) -> bool:
-    try:
-        _, kind, iterations, salt, _digest = encoded.split("$")
-        if kind != "7":
-            return False
-        expected = mosquitto_hash(password, base64.b64decode(salt), int(iterations))
-    except ValueError:
-        return False
-    return secrets.compare_digest(expected, encoded)
-
-
 def new_secret() -> str:
     """A fresh password or game secret: 128 bits, URL- and shell-safe."""
     return secrets.token_urlsafe(16)

@@ -46,8 +46,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 DEFAULT_DIR = Path("data/tls")
-#: What the broker reads (docker-compose.yml mounts only this directory into its container).
-BROKER_DIR = Path("data/broker")
 CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY = "ca.crt", "ca.key", "server.crt", "server.key"
 #: Always in the server certificate: the organiser's own tools on the laptop.
 ALWAYS_HOSTS = ("localhost", "127.0.0.1")

@@ -211,7 +211,6 @@ class Hub:
         self._history: OrderedDict[str, _Heard] = OrderedDict()  # arena -> this game's salvos and sinks
         self.broker_up = False
         self._closed = False
-        self.unshown = 0  # messages dropped because no page shows their topic
 
     def attach(self, wake: Callable[[], None] = _nothing) -> tuple[Stream, list[bytes]] | None:
         """A new stream and what it starts with (status, the history, then the snapshot);
@@ -288,7 +287,6 @@ class Hub:
         (the feed subscribes to those alone: this also holds for a hub fed by
         hand, or a broker that delivers more)."""
         if not shown(topic):
-            self.unshown += 1
             return
         text = payload.decode("utf-8", errors="replace")
         event = sse({"topic": topic, "payload": text, "retained": retained})

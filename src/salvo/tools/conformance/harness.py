@@ -27,9 +27,8 @@ def team_key(name: str, secret: str) -> bytes:
 class Team:
     """A scripted team: joins, places and fires through its own connection
     (its login) with nothing but the crypto module. What it reads is what
-    ``conn`` subscribes to: :meth:`current` (and so :meth:`game_id`,
-    :meth:`sealed_join` and :meth:`fire` without a game) needs the public
-    topics there."""
+    ``conn`` subscribes to: :meth:`current` (and so :meth:`game_id` and
+    :meth:`fire` without a game) needs the public topics there."""
 
     def __init__(self, conn: Recorder, topics: Topics, name: str, secret: str) -> None:
         self.conn, self.t, self.name, self.secret = conn, topics, name, secret
@@ -60,10 +59,6 @@ class Team:
         if pubkey is not None:
             request = crypto.seal_to(pubkey, request)
         self.conn.publish(self.t.request_participation, request)
-
-    def sealed_join(self, request_id: str | None = None) -> None:
-        """A join sealed to the referee's current /game/pubkey."""
-        self.join(self.current(self.t.pubkey), request_id)
 
     def place_raw(self, ship: str, body: str, key: bytes | None = None) -> None:
         self.conn.publish(self.t.place(self.name, ship), crypto.seal(key or self.key, body))
