@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from salvo.spec.topics import Topics
+from salvo.spec.topics import Outbound, Topics
 from salvo.tools.conformance.session import Session
 from salvo.tools.conformance.verdict import CODES, expect, json_or_none
 
@@ -71,10 +71,7 @@ def _refusals(s: Session) -> None:
         private = [
             m.topic
             for m in messages
-            if t.owns(m.topic)
-            and m.topic.endswith("/error")
-            and "/ships/" not in m.topic
-            and _field(m.payload, "topic") == t.request_participation
+            if s.kind(m.topic) is Outbound.PLAYER_ERROR and _field(m.payload, "topic") == t.request_participation
         ]
         expect(not private, f"a join refusal was published on {private[:3]}")
 
@@ -106,12 +103,12 @@ def access_control(s: Session) -> None:
             s.skip(case_id, "needs --team-credentials with three team logins (and --referee-user)")
         return
     a = s.teams[0]
-    public = ("/sunk", "/defeated")
+    public = (Outbound.SUNK, Outbound.DEFEATED)
     with s.case("acl.private"):
         own = [m for m in a.conn.since(0) if m.topic in (t.hit(a.name), t.approved(a.name, "carrier"))]
         expect(own, f"{a.name} itself never received its own hit/approved topics (broken test setup?)")
         a_root = t.private_filter(a.name)[:-1]
-        seen = [m.topic for m in s.spy.since(0) if m.topic.startswith(a_root) and not m.topic.endswith(public)]
+        seen = [m.topic for m in s.spy.since(0) if m.topic.startswith(a_root) and s.kind(m.topic) not in public]
         expect(not seen, f"another team read {sorted(set(seen))[:3]}")
     with s.case("acl.join_topic"):
         read = [m for m in s.spy.since(0) + s.anon.since(0) if m.topic == t.request_participation]
@@ -121,7 +118,7 @@ def access_control(s: Session) -> None:
         private = [
             m.topic
             for m in s.anon.since(0)
-            if m.topic.startswith(t.private_filter(a.name)[:-1]) and not m.topic.endswith(public)
+            if m.topic.startswith(t.private_filter(a.name)[:-1]) and s.kind(m.topic) not in public
         ]
         expect(not private, f"anonymous read {private[:3]}")
         m2 = s.obs.mark()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from salvo.net.watch import Msg, wait_until
 from salvo.spec import crypto
 from salvo.spec.rules import BOARD_SIZE
+from salvo.spec.topics import Outbound
 from salvo.tools.conformance.harness import Team, fire_data
 from salvo.tools.conformance.session import Session
 from salvo.tools.conformance.verdict import NoReply, error_report, expect, json_or_none
@@ -102,7 +103,7 @@ def bad_messages(s: Session, team: Team, other: Team, third: Team, turn: int, ga
             f"message {i + 1} of the bad batch: no {code} report for {topic} on {where} (left there: {others})",
         )
     for m in obs.since(m2):
-        if m.topic.endswith("/hit") and t.owns(m.topic):
+        if s.kind(m.topic) is Outbound.HIT:
             hit = json_or_none(m.payload)
             cell = (hit.get("x"), hit.get("y")) if isinstance(hit, dict) else None
             culprits = [by_cell[cell]] if cell in by_cell else [b[0] for b in bad]

@@ -8,6 +8,7 @@ import time
 
 from salvo.net.watch import wait_until
 from salvo.spec.rules import SHIP_IDS
+from salvo.spec.topics import Outbound
 from salvo.tools.conformance.lobby import fill_lobby
 from salvo.tools.conformance.model import Board, fleet_columns, fleet_rows
 from salvo.tools.conformance.over import retained_json
@@ -155,7 +156,7 @@ def garbage(s: Session) -> None:
             m.topic
             for m in obs.since(before)
             if m.topic in (t.players_list, t.players_count, t.state)
-            or (m.topic.endswith("/approved") and m.payload == b"true")
+            or (s.kind(m.topic) is Outbound.APPROVED and m.payload == b"true")
         ]
         expect(not changed, f"garbage changed {changed}")
         bad = [m.text[:120] for m in obs.since(before) if s.is_error_topic(m.topic) and not _is_report(m.payload)]

@@ -19,7 +19,7 @@ from typing import Any
 
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Msg, Recorder
-from salvo.spec.topics import Topics, is_valid_name, matches
+from salvo.spec.topics import Outbound, Published, Topics, is_valid_name, matches
 from salvo.tools.conformance.cases import CASES
 from salvo.tools.conformance.harness import Team
 from salvo.tools.conformance.verdict import (
@@ -45,6 +45,10 @@ class Options:
     teams: list[tuple[str, str]] = field(default_factory=list)  # (name, MQTT password)
     groups: set[str] | None = None  # only these case groups
     cases: set[str] | None = None  # only these case ids (and the games stop once they have results)
+
+
+#: The unprefixed arena's topics (the observer of a prefixed one reads them too).
+_BARE = Topics()
 
 
 class Session:
@@ -181,10 +185,21 @@ class Session:
     # -- watching the referee ---------------------------------------------------------
 
     def is_inbound_topic(self, topic: str) -> bool:
-        return topic == self.t.request_participation or topic.endswith(("/fire", "/place"))
+        """A team's message (join, placement, shot), of this arena or, seen
+        by the observer, the unprefixed one."""
+        return self.t.parse_inbound(topic) is not None or _BARE.parse_inbound(topic) is not None
 
     def is_error_topic(self, topic: str) -> bool:
-        return self.t.owns(topic) and topic.endswith(("/error", "/errors"))
+        return topic == self.t.errors or self.kind(topic) in (Outbound.PLAYER_ERROR, Outbound.SHIP_ERROR)
+
+    def route(self, topic: str) -> Published | None:
+        """A topic of this arena the referee publishes, taken apart."""
+        return self.t.parse_outbound(topic)
+
+    def kind(self, topic: str) -> Outbound | None:
+        """Which of the referee's topics of this arena ``topic`` is (None: none)."""
+        route = self.t.parse_outbound(topic)
+        return route.kind if route is not None else None
 
     def game_id(self) -> str:
         """The current game's id: the last /game/id the referee published."""

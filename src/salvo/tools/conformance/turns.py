@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from salvo.net.watch import Msg
+from salvo.spec.topics import Outbound
 from salvo.tools.conformance import fire
 from salvo.tools.conformance.lobby import Game1
 from salvo.tools.conformance.model import Model
@@ -98,9 +99,9 @@ def play(s: Session, g: Game1, model: Model) -> None:
         salvo = obs.wait(field_is(t.salvo, "turn", turn_no), after=mark, what=f"/game/salvo of turn {turn_no}")
         upto = s.index(salvo)
         accepted = [
-            (m.topic.split("/")[-2], *_xy(m))
+            (route.name, *_xy(m))
             for m in obs.since(mark)[: upto - mark]
-            if m.topic.endswith("/hit") and t.owns(m.topic)
+            if (route := s.route(m.topic)) is not None and route.kind is Outbound.HIT
         ]
         hits, sunk, defeated = model.apply(shooter, turn_no, accepted)
         end = obs.wait(s.turn_or_over(turn_no + 1), after=mark, what="the next turn or the end")
@@ -153,7 +154,7 @@ def check_salvo(
         and m.topic != t.deadline
         and not s.is_error_topic(m.topic)
     ]
-    hit_msgs = [m for m in msgs if m.topic.endswith("/hit")]
+    hit_msgs = [m for m in msgs if s.kind(m.topic) is Outbound.HIT]
     got = [(m.topic, *_xy(m)) for m in hit_msgs]
     want = [(t.hit(tg), x, y) for tg, x, y in shots]
     s.note("fire.hit_topic", got == want, f"turn {turn}: hit messages {got} != {want}")
@@ -171,7 +172,7 @@ def check_salvo(
         f"turn {turn}: /game/salvo {salvo.text} (expected {len(shots)} shots, {hits} hits)",
     )
     s.note("salvo.counts", salvo.retain or not s.obs.mqtt5, f"turn {turn}: /game/salvo not retained")
-    rest = [m for m in msgs if not m.topic.endswith("/hit")]
+    rest = [m for m in msgs if s.kind(m.topic) is not Outbound.HIT]
     topics = [m.topic for m in rest]
     i = topics.index(t.hits) if t.hits in topics else -1
     s.note(
@@ -179,8 +180,8 @@ def check_salvo(
         i >= 0 and rest[i].text == str(hits) and not rest[i].retain,
         f"turn {turn}: /game/hits missing, wrong or retained",
     )
-    first_sink = next((k for k, m in enumerate(msgs) if m.topic.endswith("/sunk")), None)
-    last_hit = max((k for k, m in enumerate(msgs) if m.topic.endswith("/hit")), default=-1)
+    first_sink = next((k for k, m in enumerate(msgs) if s.kind(m.topic) is Outbound.SUNK), None)
+    last_hit = max((k for k, m in enumerate(msgs) if s.kind(m.topic) is Outbound.HIT), default=-1)
     s.note(
         "salvo.sinks_at_end",
         first_sink is None or first_sink > last_hit,
@@ -193,13 +194,12 @@ def check_salvo(
     ok = k < len(seq) and seq[k] == t.salvo
     k += 1
     sunk_seen = set()
-    while k < len(seq) and seq[k].endswith("/sunk"):
-        level = seq[k].split("/")
-        sunk_seen.add((level[-4], level[-2]))
+    while k < len(seq) and (route := s.route(seq[k])) is not None and route.kind is Outbound.SUNK:
+        sunk_seen.add((route.name, route.ship))
         k += 1
     defeated_seen = set()
-    while k < len(seq) and seq[k].endswith("/defeated"):
-        defeated_seen.add(seq[k].split("/")[-2])
+    while k < len(seq) and (route := s.route(seq[k])) is not None and route.kind is Outbound.DEFEATED:
+        defeated_seen.add(route.name)
         k += 1
     nxt = seq[k] if k < len(seq) else ""
     ok = (
