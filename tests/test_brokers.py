@@ -4,6 +4,7 @@ sharding a league across processes)."""
 
 from __future__ import annotations
 
+import collections
 import re
 import threading
 import time
@@ -171,6 +172,8 @@ def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None
     assert callable(client._sock_close)
     # link.py makes the socket away from the loop (the blocking half of reconnect())
     assert callable(paho.Client._create_socket)
+    # link.py corks a write of more than one packet: the queue paho sends from
+    assert isinstance(client._out_packet, collections.deque)
     info = paho.MQTTMessageInfo(1)
     assert info._published is False
     message = paho.MQTTMessage(topic=b"/\xff")
@@ -182,7 +185,7 @@ def test_every_private_paho_access_in_src_is_guarded_above() -> None:
     reason, or a subclass's own field) and named in the guard above: a new
     one without a guard fails here."""
     guarded = {"_host", "_port", "_protocol", "_connect_properties", "_reconnect_delay", "_clean_session"}
-    guarded |= {"_sock_close", "_published", "_topic", "_create_socket"}
+    guarded |= {"_sock_close", "_published", "_topic", "_create_socket", "_out_packet"}
     src = Path(salvo.__file__).parent
     used = set()
     for path in src.rglob("*.py"):

@@ -694,3 +694,52 @@ def test_a_link_fails_over_and_falls_back_to_mqtt_3_off_the_loop() -> None:
         server.join(10)
         dead.close()
         old.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
+def test_a_write_of_many_packets_is_corked_once_and_leaves_the_socket_uncorked(
+    broker: Mosquitto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's publishes go out in one corked write, in order, and the
+    socket is uncorked after it: a lone publish (a shot's hit) would
+    otherwise wait up to 200 ms for the kernel to push it."""
+    from salvo.net import link as link_module
+
+    corks: list[int] = []
+    set_cork = link_module._set_cork
+
+    def spy(sock: Any, on: int) -> None:
+        corks.append(on)
+        set_cork(sock, on)
+
+    monkeypatch.setattr(link_module, "_set_cork", spy)
+    url = Broker.from_url(broker.url("referee"))
+    topic = f"/c{uuid.uuid4().hex[:8]}/corked"
+    rec = Recorder(broker, "referee", [topic])
+    client = new_client(url, f"corked-{uuid.uuid4().hex[:8]}")
+    connect_async(client, url)
+    lt = _LoopThread()
+    link = lt.on(lambda: Link(lt.loop, client, "connection", name="t", broker=url))
+    try:
+        lt.on(link.start)
+        wait_until(lambda: lt.on(client.is_connected), 10, "the connection")
+
+        def batch() -> None:
+            for i in range(10):
+                client.publish(topic, str(i).encode(), qos=1)
+            link.write_now()
+
+        lt.on(batch)
+        rec.wait_for(topic, "9", timeout=10)
+        assert [m.text for m in rec.on(topic)] == [str(i) for i in range(10)]
+        assert corks[:2] == [1, 0]
+        sock = lt.on(client.socket)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
+        corks.clear()
+        lt.on(lambda: (client.publish(topic, b"alone", qos=1), link.write_now()))
+        rec.wait_for(topic, "alone", timeout=10)
+        assert corks == []  # one packet: no cork
+    finally:
+        lt.on(link.close)
+        lt.close()
+        rec.close()

@@ -349,9 +349,24 @@ class Link:
 
     def _write(self) -> None:
         client = self.client
-        if client.socket() is None:
+        sock = client.socket()
+        if sock is None:
             return
-        client.loop_write()  # unregisters the writer itself once all is out
+        # paho sends each packet with a send() of its own, each carrying a
+        # TCP transmit (on loopback, the broker's side of it too): corked, a
+        # salvo's hits and turn, or a batch's acks, go out as one segment.
+        # Measured (strace -c on the referee, pipelined salvos in 4 arenas,
+        # 2026-11-27): ~3 sends a shot either way, their syscall time 14.5
+        # -> 8.2 us a shot with the setsockopts. A lone packet (one shot's
+        # hit) is not corked: two syscalls for nothing.
+        cork = _TCP_CORK is not None and type(sock) is socket.socket and len(client._out_packet) > 1  # noqa: SLF001 (paho private, the queue's length; guarded)
+        if cork:
+            _set_cork(sock, 1)
+        try:
+            client.loop_write()  # unregisters the writer itself once all is out
+        finally:
+            if cork:
+                _set_cork(sock, 0)  # pushes what is queued
         if self._sock is not None and client.want_write():
             self.loop.add_writer(self._fd, self._write_cb)
 
@@ -480,6 +495,16 @@ def acknowledged(info: paho.MQTTMessageInfo) -> bool:
 def _close(sock: Any) -> None:
     with contextlib.suppress(OSError):
         sock.close()
+
+
+#: Linux's TCP_CORK (none on macOS or Windows: there the packets go one by one)
+_TCP_CORK: Final = getattr(socket, "TCP_CORK", None)
+
+
+def _set_cork(sock: Any, on: int) -> None:
+    assert _TCP_CORK is not None
+    with contextlib.suppress(OSError):  # closed meanwhile (a write that failed)
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, on)
 
 
 def _pending(sock: Any) -> bool:
