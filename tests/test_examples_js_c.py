@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import uuid
@@ -227,10 +228,11 @@ def test_example_reads_its_join_refusal_by_code(language: str, arena: Arena, req
 
 
 def test_examples_are_small_and_avoid_the_latency_traps() -> None:
-    """Teaching code under ~300 lines; MQTT.js with Nagle off, Paho C with reliable=0 (protocol.md)."""
+    """Teaching code under ~300 lines; MQTT.js with Nagle off, Paho C with reliable=0 and Nagle off
+    (what each is worth: test_latency_traps_cost_a_salvo_tens_of_milliseconds)."""
     js, c = (EXAMPLES / "js" / "bot.js").read_text(), (EXAMPLES / "c" / "bot.c").read_text()
     assert len(js.splitlines()) <= 300 and len(c.splitlines()) <= 300
-    assert "setNoDelay?.(true)" in js and "conn.reliable = 0;" in c
+    assert "setNoDelay?.(true)" in js and "conn.reliable = 0;" in c and "TCP_NODELAY, &one" in c
 
 
 @pytest.mark.parametrize("language", ["js", "c"])
@@ -283,3 +285,64 @@ def test_example_reads_v21_fire_refusals_and_per_game_hits(
         for topic in ("game/pubkey", "game/id", "game/state", "players/list", "game/turn", "game/winner"):
             ref.publish(f"{P}/{topic}", "", retain=True)
         ref.close()
+
+
+def _salvo_ms(arena: Arena, player: str) -> list[float]:
+    """Milliseconds from each of ``player``'s /game/turn to its /game/salvo, as the referee's login saw them."""
+    announced: dict[int, float] = {}
+    spans = []
+    for m in arena.watch.messages:
+        if m.topic == f"/{arena.prefix}/game/turn" and m.payload and m.json()["player"] == player:
+            announced[m.json()["turn"]] = m.at
+        elif m.topic == f"/{arena.prefix}/game/salvo" and m.payload and m.json()["turn"] in announced:
+            spans.append((m.at - announced[m.json()["turn"]]) * 1000)
+    return spans
+
+
+@pytest.mark.long
+def test_latency_traps_cost_a_salvo_tens_of_milliseconds(
+    js_bot: list[str], c_bot: list[str], broker: Mosquitto, registry: Path, tmp_path: Path
+) -> None:
+    """The figures of the examples' READMEs: a salvo's time (its turn announced
+    to its result) with each example as shipped, and with its latency fix
+    undone: MQTT.js without setNoDelay, Paho C with Nagle left on, Paho C with
+    reliable=1. Two games of each against the SDK's bot; printed, and the
+    shipped examples must be the faster."""
+    node, script = js_bot
+    Path(script).with_name("nagle.js").write_text(
+        Path(script).read_text().replace("setNoDelay?.(true)", "setNoDelay?.(false)")
+    )
+    source = (EXAMPLES / "c" / "bot.c").read_text()
+    variants: dict[str, list[str]] = {
+        "js as shipped": js_bot,
+        "js, Nagle on": [node, str(Path(script).with_name("nagle.js"))],
+    }
+    variants["c as shipped"] = c_bot
+    for label, old, new in [
+        ("c, Nagle on", "setsockopt(fd", "(void)(fd"),
+        ("c, reliable=1", "reliable = 0", "reliable = 1"),
+    ]:
+        work = tmp_path / f"c-variant-{len(variants)}"
+        shutil.copytree(EXAMPLES / "c", work)
+        assert old in source
+        (work / "bot.c").write_text(source.replace(old, new))
+        built = _run(["make", "-C", str(work), f"BUILD={work}"], timeout=120)
+        assert built.returncode == 0, built.stdout + built.stderr
+        variants[label] = [str(work / "salvo-bot")]
+    medians: dict[str, float] = {}
+    for label, program in variants.items():
+        name = "jsbot" if label.startswith("js") else "cbot"
+        spans: list[float] = []
+        for game in range(2):
+            run = tmp_path / f"game-{len(medians)}-{game}"
+            run.mkdir()
+            with running_arena(broker, registry, run) as arena:
+                example, python = arena.team(program, name), arena.python_bot("pybot")
+                arena.winner()
+                example.finish()
+                python.finish()
+                spans += _salvo_ms(arena, name)
+        medians[label] = statistics.median(spans)
+        print(f"{label}: {len(spans)} salvos, median {medians[label]:.1f} ms, max {max(spans):.1f} ms")
+    assert medians["js as shipped"] < medians["js, Nagle on"]
+    assert medians["c as shipped"] < min(medians["c, Nagle on"], medians["c, reliable=1"])

@@ -10,10 +10,13 @@
 #include <MQTTClient.h>
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static const char *SHIPS[] = {"carrier", "battleship", "destroyer", "submarine", "patrolboat"};
@@ -32,15 +35,10 @@ static int nseen, nsent, nhits, joined, placed, last_turn, refusals, shots;
 static char join_id[25];
 static time_t join_not_before;
 
-static const char *str(cJSON *object, const char *field) { /* a string field, or "" */
-    cJSON *item = cJSON_GetObjectItemCaseSensitive(object, field);
-    return cJSON_IsString(item) ? item->valuestring : "";
-}
-
-static int num(cJSON *object, const char *field) { /* an integer field, or 0 */
-    cJSON *item = cJSON_GetObjectItemCaseSensitive(object, field);
-    return cJSON_IsNumber(item) ? item->valueint : 0;
-}
+/* a JSON object's field: any, a string ("" if not one), an integer (0 if not one) */
+static cJSON *field(cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static const char *str(cJSON *o, const char *k) { return cJSON_IsString(field(o, k)) ? field(o, k)->valuestring : ""; }
+static int num(cJSON *o, const char *k) { return cJSON_IsNumber(field(o, k)) ? field(o, k)->valueint : 0; }
 
 static const char *get(const char *path, const char *fallback) { /* a topic path's latest payload */
     for (int i = 0; i < nseen; i++)
@@ -90,7 +88,7 @@ static void publish(const char *path, const char *payload) { /* QoS 1, never ret
 static void join(void) {
     unsigned char pub[crypto_box_PUBLICKEYBYTES], id[12];
     const char *pubkey = get("/game/pubkey", "");
-    if (sodium_base642bin(pub, sizeof pub, pubkey, strlen(pubkey), NULL, NULL, NULL, sodium_base64_VARIANT_ORIGINAL))
+    if (sodium_base642bin(pub, sizeof pub, pubkey, strlen(pubkey), 0, 0, 0, sodium_base64_VARIANT_ORIGINAL))
         return;
     randombytes_buf(id, sizeof id); /* unguessable: only a refusal echoing it is ours */
     sodium_bin2hex(join_id, sizeof join_id, id, sizeof id);
@@ -258,9 +256,7 @@ int main(int argc, char **argv) {
     MQTTClient_connectOptions conn = MQTTClient_connectOptions_initializer;
     MQTTClient_SSLOptions ssl = MQTTClient_SSLOptions_initializer;
     conn.username = opt.username ? opt.username : opt.name, conn.password = opt.password;
-    /* Latency trap: the default reliable=1 allows one QoS 1 message in flight,
-     * so a salvo's shots would go out one acknowledgement at a time. */
-    conn.reliable = 0;
+    conn.reliable = 0; /* latency trap 1: the default, 1, lets one QoS 1 message be in flight at a time */
     if (opt.ca_file) {
         ssl.trustStore = opt.ca_file; /* the organiser's CA, and only it */
         ssl.enableServerCertAuth = 1, ssl.verify = 1; /* verify the chain and the host name */
@@ -268,14 +264,18 @@ int main(int argc, char **argv) {
     }
     int rc = MQTTClient_connect(client, &conn);
     if (rc != MQTTCLIENT_SUCCESS) return fprintf(stderr, "cannot connect to %s: %d\n", uri, rc), 3;
-    /* the public topics, and what is addressed to me (no team may read a fire topic) */
+    for (int fd = 3, one = 1, type; fd < 64; fd++) { /* latency trap 2: Paho leaves Nagle's */
+        socklen_t len = sizeof type; /* algorithm on, with no option for it: turn it off on our TCP socket */
+        if (!getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) && type == SOCK_STREAM)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     const char *paths[] = {"/game/#", "/players/list", "/players/+/defeated", "/hit", "/error",
                            "/ships/+/approved", "/ships/+/error"};
     char topics[7][256], *filters[7];
     int qos[7];
     for (int i = 0; i < 7; i++)
         snprintf(topics[i], 256, "%s%s%s", root, i < 3 ? "" : me, paths[i]), filters[i] = topics[i], qos[i] = 1;
-    MQTTClient_subscribeMany(client, 7, filters, qos);
+    MQTTClient_subscribeMany(client, 7, filters, qos); /* the public topics and mine (nobody reads fire) */
 
     while (!joined || strcmp(get("/game/state", ""), "over")) { /* one message (or 100 ms), then act on it */
         char *topic = NULL;
