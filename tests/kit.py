@@ -180,9 +180,11 @@ class ArenaDriver:
     lines collected. Key derivations run at once (the adapter runs them on a
     pool) unless ``defer_keys``, then :meth:`finish_keys` completes them."""
 
-    def __init__(self, prefix: str = "", seed: int = 7, *, admit: Admit | None = None, **config: Any) -> None:
+    def __init__(
+        self, prefix: str = "", seed: int = 7, *, admit: Admit | None = None, game_id: str | None = None, **config: Any
+    ) -> None:
         options = {k: config.pop(k) for k in ("sealed_joins_only", "unbound_fire") if k in config}
-        self.game = Game(Config(**config), Topics(prefix), seed=seed)
+        self.game = Game(Config(**config), Topics(prefix), seed=seed, game_id=game_id)
         self.arena = Arena(self.game, REFEREE_KEY, admit=admit, **options)
         self.t = self.game.topics
         self.now = 1_000.0
@@ -193,6 +195,7 @@ class ArenaDriver:
         self.pending: list[DeriveKey] = []
         self.secrets: dict[str, str] = {}
         self.inbound: list[str] = []  # the topic of every message sent
+        self.payloads: list[bytes] = []  # and its payload
 
     def run(self, effects: list[Effect]) -> list[Publish]:
         out: list[Publish] = []
@@ -225,6 +228,7 @@ class ArenaDriver:
     def send(self, topic: str, payload: str | bytes) -> list[Publish]:
         raw = payload.encode() if isinstance(payload, str) else payload
         self.inbound.append(topic)
+        self.payloads.append(raw)
         return self.run(self.arena.on_message(topic, raw, self.now))
 
     def join(self, name: str, secret: str | None = None, request_id: str | None = None) -> list[Publish]:

@@ -51,7 +51,7 @@ def test_a_shot_is_the_current_players_when_their_key_opens_it() -> None:
     x, y = water(d, target)
     out = d.fire(me, target, x, y)
     assert [(p.topic, json.loads(p.payload)) for p in out] == [
-        (d.t.hit(target), {"x": x, "y": y, "turn": 1, "shot": 1})
+        (d.t.hit(target), {"x": x, "y": y, "turn": 1, "shot": 1, "game": d.game.game_id})
     ]
     (shot,) = d.records
     assert isinstance(shot, Fire) and (shot.shooter, shot.turn, shot.game) == (me, 1, d.game.game_id)
@@ -67,6 +67,9 @@ def test_a_rejected_fire_is_reported_to_its_sender_and_only_there() -> None:
             "topic": d.t.fire(third),
             "error": f"not your turn: it is {me}'s",
             "code": "not_current_player",
+            # (v2.1) which shot: its signature's start as sent, its target and cell
+            "signature": json.loads(d.payloads[-1])["signature"][:16],
+            "shot": {"target": third, "x": 0, "y": 9},
         }
     }
     (burn,) = d.records

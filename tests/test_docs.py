@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from salvo.spec import codec, crypto, wire
+from salvo.spec import codec, crypto, payloads, wire
 from salvo.spec.errors import Code
 from salvo.spec.rules import Orientation, Placement
 from salvo.spec.topics import Topics, matches
@@ -96,6 +96,7 @@ DOCUMENTED = {
     TOPICS.stats_summary,
     TOPICS.stats_player("<name>"),
     TOPICS.record,
+    TOPICS.version,
 }
 
 
@@ -151,7 +152,7 @@ def test_topic_table_fire_and_game_id_are_the_worked_example() -> None:
 def test_example_reports_and_hit_are_what_the_referee_publishes() -> None:
     """Every error report and hit quoted in the document, reproduced byte for
     byte by the protocol layer (no broker: the same code the referee runs)."""
-    d = ArenaDriver()
+    d = ArenaDriver(game_id=GAME_ID)
     d.join("alice")
     d.join("bob")
     quoted: list[str] = []
@@ -162,7 +163,10 @@ def test_example_reports_and_hit_are_what_the_referee_publishes() -> None:
     d.place("alice", ROWS)
     d.place("bob", COLUMNS)
     assert d.game.current == "alice" and d.game.turn == 1
-    out = d.fire("bob", "alice", 3, 4)  # bob's shot out of turn: reported to bob
+    # bob's shot out of turn, signed with the worked example's nonce: reported to bob,
+    # (v2.1) naming the shot by its signature's first 16 characters and its cell
+    shot = crypto.sign(d.key("bob"), payloads.fire_data(3, 4, "alice", 1, GAME_ID), nonce=bytes(range(24, 48)))
+    out = d.send(d.t.fire("alice"), json.dumps(shot))
     quoted += [p.payload for p in out if p.topic == d.t.player_error("bob")]
     out = d.fire("alice", "bob", 3, 4)
     quoted += [p.payload for p in out if p.topic == d.t.hit("bob")]
@@ -176,8 +180,23 @@ def test_example_reports_and_hit_are_what_the_referee_publishes() -> None:
     out = late.run(late.arena.on_tick(late.now + 60))
     quoted += [p.payload for p in out if p.topic == late.t.player_error("carol")]
 
+    # (v2.1) a join for another game than /game/id, its invalid request_id cut to 64 characters
+    out = lobby.send(lobby.t.request_participation, json.dumps({"name": "dave", "secret": "s", "game": GAME_ID}))
+    quoted += [p.payload for p in out if p.topic == lobby.t.errors]
+    out = lobby.send(lobby.t.request_participation, json.dumps({"name": "dave", "secret": "s", "request_id": "a b"}))
+    quoted += [p.payload for p in out if p.topic == lobby.t.errors]
+
     codes = [json.loads(q).get("code") for q in quoted]
-    assert codes == ["off_board", "name_taken", "not_current_player", None, "lobby_closed", "left_out"]
+    assert codes == [
+        "off_board",
+        "name_taken",
+        "not_current_player",
+        None,
+        "lobby_closed",
+        "left_out",
+        "wrong_game",
+        "malformed",
+    ]
     for payload in quoted:
         assert f"`{payload}`" in DOC, payload
 

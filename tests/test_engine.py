@@ -344,10 +344,10 @@ def test_every_accepted_shot_publishes_hit_to_target_unretained() -> None:
     tgt = other(d)
     out = d.fire(tgt, 9, 9)
     assert [(p.topic, p.payload, p.retain) for p in out] == [
-        (f"/players/{tgt}/hit", '{"x":9,"y":9,"turn":1,"shot":1}', False)
+        (f"/players/{tgt}/hit", f'{{"x":9,"y":9,"turn":1,"shot":1,"game":"{d.game.game_id}"}}', False)
     ]
     out = d.fire(tgt, 0, 9)  # the salvo's second accepted shot
-    assert json.loads(out[0].payload) == {"x": 0, "y": 9, "turn": 1, "shot": 2}
+    assert json.loads(out[0].payload) == {"x": 0, "y": 9, "turn": 1, "shot": 2, "game": d.game.game_id}
 
 
 def test_a_shot_says_what_happened_for_the_log() -> None:

@@ -30,6 +30,8 @@ grpc_tools = pytest.importorskip("grpc_tools.protoc")
 from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 from google.protobuf.message import Message  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 
+#: the game id of a forged shot (its refusal carries a Shot)
+NOBODYS = "f" * 16
 PROTO = Path(__file__).resolve().parent.parent / "proto" / "salvo.proto"
 
 
@@ -100,6 +102,9 @@ def test_messages_of_a_real_game_parse_and_agree(
     # refused joins, for ErrorReport samples with and without a request_id
     watcher.publish(t.request_participation, '{"name": "a b", "secret": "x"}')
     watcher.publish(t.request_participation, '{"name": "a b", "secret": "x", "request_id": "r-1"}')
+    # (v2.1) a fire refusal names its shot: a signature nobody's key opens
+    forged = crypto.sign(team_key("mallory", "m"), {"x": 3, "y": 4, "target": "bob", "turn": 1, "game": NOBODYS})
+    watcher.publish(t.fire("bob"), json.dumps(forged))
     for thread in threads:
         thread.join(60)
     watcher.wait_for(t.state, "over", timeout=30)
@@ -139,10 +144,12 @@ def test_messages_of_a_real_game_parse_and_agree(
                 if proto_cls is pb.SignedFire:  # and the signed data on its own
                     data = json.loads(m.payload)["data"]
                     agree(json.dumps(data), pb.FireData, wire.FireData)
-                    assert data["game"] in game_ids and m.topic == t.fire(data["target"])
+                    assert data["game"] in {*game_ids, NOBODYS} and m.topic == t.fire(data["target"])
                     seen.add("FireData")
                 if proto_cls is pb.ErrorReport and b"request_id" in m.payload:
                     seen.add("request_id")
+                if proto_cls is pb.ErrorReport and b'"shot"' in m.payload:
+                    seen.add("Shot")
                 seen.add(proto_cls.__name__)
     names = {d.name for d in pb.DESCRIPTOR.message_types_by_name.values()}
     assert seen >= names | {"list", "request_id"}, f"never captured: {sorted(names | {'request_id'} - seen)}"

@@ -6,6 +6,7 @@ these reports through a real mosquitto is in test_referee_rejections.py."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from salvo.spec.payloads import Publish
 
 from kit import COLUMNS, ROWS, ArenaDriver, all_cells, without_spent
 
+NAME = r"[A-Za-z0-9_-]{1,32}"
 FLEETS = {"alice": ROWS, "bob": COLUMNS}
 
 
@@ -31,12 +33,32 @@ def rejects(
     assert [p.topic for p in out] == [where], out
     assert not out[0].retain
     report: dict[str, Any] = json.loads(out[0].payload)
-    assert set(report) - {"request_id"} == {"topic", "error", "code"}, report
+    assert set(report) - {"request_id", "signature", "shot"} == {"topic", "error", "code"}, report
+    if d.inbound[-1].endswith("/fire"):
+        assert names_its_shot(d.inbound[-1], d.payloads[-1], report), report
     assert report["topic"] == d.inbound[-1] and report["code"] == code, report  # names what it answers
     for fragment in fragments:
         assert fragment in report["error"], report
     assert without_spent(d.game.snapshot()) == before, "a rejected message changed the game"
     return report
+
+
+def names_its_shot(topic: str, payload: bytes, report: dict[str, Any]) -> bool:
+    """(v2.1) A fire refusal echoes the first 16 characters of a readable
+    signed message's signature and, when its data has integer x and y, the
+    shot (the topic's target and those x, y); anything else neither."""
+    try:
+        sent = json.loads(payload)
+    except (ValueError, RecursionError):  # not UTF-8 JSON, or nested too deep
+        sent = None
+    data = sent.get("data", sent.get("payload")) if isinstance(sent, dict) else None
+    signature = sent.get("signature") if isinstance(sent, dict) else None
+    if data is None or not isinstance(signature, str):
+        return "signature" not in report and "shot" not in report
+    shot, target = None, topic.split("/")[-2]
+    if isinstance(data, dict) and all(type(data.get(k)) is int for k in "xy") and re.fullmatch(NAME, target):
+        shot = {"target": target, "x": data["x"], "y": data["y"]}
+    return report["signature"] == signature[:16] and report.get("shot") == shot
 
 
 @pytest.fixture

@@ -84,11 +84,16 @@ def test_fire_data_is_strict_and_bound() -> None:
     assert wire.parse_unbound_fire({"x": 1, "y": 2, "turn": None}).turn is None  # null means "not given"
 
 
-def test_a_joins_request_id_is_echoed_only_when_valid() -> None:
+def test_a_joins_request_id_is_echoed_whole_when_valid_cut_when_a_string() -> None:
     assert wire.parse_join({"name": "a", "secret": "s", "request_id": "r-1_A"}).request_id == "r-1_A"
     assert wire.request_id_of({"name": 5, "request_id": "ok"}) == "ok"  # echoed whatever else is wrong
-    for bad in ("", "x" * 65, "a b", "é", 5, None):
-        assert wire.request_id_of({"request_id": bad}) is None
+    assert wire.request_id_of({"request_id": "r" * 64}) == "r" * 64
+    # (v2.1) an invalid one that is a string: its first 64 characters
+    for bad in ("", "x" * 65, "a b", "é", "a/b" * 40):
+        assert wire.request_id_of({"request_id": bad}) == bad[:64]
+    for other in (5, None, ["a"], {"a": 1}, True):
+        assert wire.request_id_of({"request_id": other}) is None
+    assert wire.request_id_of(["not", "a", "dict"]) is None
     with pytest.raises(Malformed, match="request_id"):
         wire.parse_join({"name": "a", "secret": "s", "request_id": "a/b"})
 
@@ -163,7 +168,11 @@ def test_each_referee_payload_is_exact_and_valid_for_its_model() -> None:
             wire.SalvoResult,
             {"turn": 7, "player": 'o"dd é', "shots": 3, "hits": 1},
         ),
-        (payloads.hit("t", 37, 12, 2).payload, wire.Hit, {"x": 7, "y": 3, "turn": 12, "shot": 2}),
+        (
+            payloads.hit("t", 37, 12, 2, payloads.hit_end("f4f2e80d6f85efdc")).payload,
+            wire.Hit,
+            {"x": 7, "y": 3, "turn": 12, "shot": 2, "game": "f4f2e80d6f85efdc"},
+        ),
         (
             payloads.stats_summary("bob", 40, 120, 17, 12.34567, "victory"),
             wire.StatsSummary,
@@ -193,6 +202,17 @@ def test_each_referee_payload_is_exact_and_valid_for_its_model() -> None:
             wire.ErrorReport,
             {"topic": "/players/bob/fire", "error": "not your turn", "code": "not_current_player"},
         ),
+        (  # (v2.1) a fire refusal names its shot
+            error_report("/players/bob/fire", "wrong turn", Code.WRONG_TURN, None, "GBkaGxwdHh8gISIjJCUm", ("bob", 3, 4)),
+            wire.ErrorReport,
+            {
+                "topic": "/players/bob/fire",
+                "error": "wrong turn",
+                "code": "wrong_turn",
+                "signature": "GBkaGxwdHh8gISIj",
+                "shot": {"target": "bob", "x": 3, "y": 4},
+            },
+        ),
     ]
     for payload, model, expected in cases:
         exactly(model, payload)
@@ -201,16 +221,17 @@ def test_each_referee_payload_is_exact_and_valid_for_its_model() -> None:
     assert payloads.deadline("placement", 60.0) == '{"phase":"placement","at":60.000}'
     assert payloads.turn(7, '"bob"', 5) == '{"turn":7,"player":"bob","shots":5}'
     assert payloads.salvo(7, '"bob"', 0, 0) == '{"turn":7,"player":"bob","shots":0,"hits":0}'
-    assert payloads.hit("/arena/players/b/hit", 99, 1, 5) == Publish(
-        "/arena/players/b/hit", '{"x":9,"y":9,"turn":1,"shot":5}', False, False
+    assert payloads.hit("/arena/players/b/hit", 99, 1, 5, payloads.hit_end("g1")) == Publish(
+        "/arena/players/b/hit", '{"x":9,"y":9,"turn":1,"shot":5,"game":"g1"}', False, False
     )
 
 
 def test_numbers_past_the_tables_are_spelled_the_same() -> None:
     assert payloads.turn(12345, '"a"', 1) == '{"turn":12345,"player":"a","shots":1}'
     assert payloads.salvo(1000, '"a"', 2, 1) == '{"turn":1000,"player":"a","shots":2,"hits":1}'
-    assert payloads.hit("t", 0, 999, 1).payload == '{"x":0,"y":0,"turn":999,"shot":1}'
-    assert payloads.hit("t", 0, 1000, 1).payload == '{"x":0,"y":0,"turn":1000,"shot":1}'
+    end = payloads.hit_end("g")
+    assert payloads.hit("t", 0, 999, 1, end).payload == '{"x":0,"y":0,"turn":999,"shot":1,"game":"g"}'
+    assert payloads.hit("t", 0, 1000, 1, end).payload == '{"x":0,"y":0,"turn":1000,"shot":1,"game":"g"}'
     assert [payloads.count(n) for n in (0, 5, 999, 1000, 123456)] == ["0", "5", "999", "1000", "123456"]
     assert payloads.names(["a", "b"]) == '["a","b"]' and payloads.names([]) == "[]"
 

@@ -28,6 +28,10 @@ Rules of this layer (protocol v2), before the engine's own:
 * Every refused join is reported on ``/game/errors`` only, echoing the
   join's ``request_id``: the sender of a join has not proven who it is, so a
   refusal on ``/players/<name>/error`` would let anyone forge one.
+* (v2.1) A join that names a ``game`` other than ``/game/id`` is refused
+  ``wrong_game``; an invalid ``request_id`` that is a string is echoed cut
+  to 64 characters. Every refusal of a readable signed fire message echoes
+  the start of its signature and, when its data has them, its shot.
 * Joins cannot starve each other: at most one key derivation in flight per
   name and :attr:`Arena.max_pending` in all, a short cool-down for a name
   after a wrong secret found by derivation, and keys already derived (or
@@ -69,7 +73,7 @@ from salvo.game.events import (
 )
 from salvo.spec import codec, crypto, wire
 from salvo.spec.errors import Code, Illegal, Malformed, Rejection
-from salvo.spec.payloads import TRUE, Publish
+from salvo.spec.payloads import PROTOCOL_VERSION, TRUE, Publish
 from salvo.spec.topics import NAME_RE, Inbound, Route, name_error
 
 #: Keys derived recently, kept so a repeated join (a restart, a resend) is free.
@@ -204,7 +208,12 @@ class Arena:
         out = [Publish(topic, payload, True) for topic, payload in self.game.retained.items()]
         if self.lease is not None:
             out.append(Publish(t.lease, self.lease, True))
-        return [*out, Publish(t.pubkey, self.pubkey, True), Publish(t.server, "up", True)]
+        return [
+            *out,
+            Publish(t.pubkey, self.pubkey, True),
+            Publish(t.version, PROTOCOL_VERSION, True),
+            Publish(t.server, "up", True),
+        ]
 
     def extend(self, seconds: float, now: float) -> list[Effect]:
         """Give the running deadline ``seconds`` more (the referee was cut off
@@ -336,6 +345,11 @@ class Arena:
                 )
             name = _join_name(value)
             request = wire.parse_join(value)
+            if request.game is not None and request.game != self.game.game_id:
+                # (v2.1) an old join delivered into the next lobby joins nobody
+                raise Illegal(
+                    Code.WRONG_GAME, f"wrong game: the join is for game {request.game!r}, this is {self.game.game_id!r}"
+                )
             self.game.check_join(name)  # fail fast before paying for a derivation
             if self.seat is not None:
                 self.seat(name)
@@ -343,12 +357,12 @@ class Arena:
             digest = nacl.hash.blake2b(f"{name}\0{request.secret}".encode(), key=self._digest_key, encoder=RawEncoder)
             key = self._keys.get(digest)
             if key is not None:
-                return self._apply_join(Join(name, key, now), [rid] if rid else [])
+                return self._apply_join(Join(name, key, now), [] if rid is None else [rid])
             if digest in self._wrong:
                 raise Illegal(Code.WRONG_SECRET, f"wrong secret for {name!r}")
             return self._derive(name, request.secret, digest, verified, rid, now)
         except Rejection as err:
-            return self._refuse_join(err, [rid] if rid else [])
+            return self._refuse_join(err, [] if rid is None else [rid])
 
     def _derive(
         self, name: str, secret: str, digest: bytes, verified: bool | None, rid: str | None, now: float
@@ -447,8 +461,14 @@ class Arena:
     # -- fire ---------------------------------------------------------------------------
 
     def _fire(self, topic: str, route: Route, payload: bytes, now: float) -> list[Effect]:
-        game = self.game
         signed = wire.parse_signed(codec.loads(payload, "fire message"))
+        try:
+            return self._fire_signed(topic, route, signed, now)
+        except Rejection as err:  # (v2.1) from here on a refusal names its shot
+            return self._report(topic, route, err, self.topics.errors, signed=signed)
+
+    def _fire_signed(self, topic: str, route: Route, signed: wire.SignedMessage, now: float) -> list[Effect]:
+        game = self.game
         raw = crypto.decode_box(signed.signature, "signature")
         found = crypto.identify(raw, game.signers())
         if found is None:
@@ -458,7 +478,7 @@ class Arena:
                     # own business, not a public forgery alarm.
                     which = "the previous game" if k == 0 else "an earlier game"
                     err = Illegal(Code.WRONG_GAME, f"wrong game: a shot of {which} {game_id!r}")
-                    return self._report(topic, route, err, self.topics.player_error(earlier[0]))
+                    return self._report(topic, route, err, self.topics.player_error(earlier[0]), signed=signed)
             raise Illegal(Code.BAD_SIGNATURE, "signature does not open with the key of any player of this game")
         sender, plaintext = found
         nonce = crypto.nonce_of(raw)
@@ -478,10 +498,11 @@ class Arena:
         except Rejection as err:
             effects: list[Effect] = []
             if seen is None:
-                burn = Burn(sender, nonce, now, err.code, topic, err.reason)
+                sig, shot = signed.signature[: codec.SIGNATURE_ECHO], wire.shot_of(signed.data, route.name)
+                burn = Burn(sender, nonce, now, err.code, topic, err.reason, sig, shot)
                 if isinstance(game.handle(burn), Accepted):
                     effects.append(Record(burn, game_no))
-            return effects + self._report(topic, route, err, self.topics.player_error(sender))
+            return effects + self._report(topic, route, err, self.topics.player_error(sender), signed=signed)
         return [Record(event, game_no), *result.effects, Log(True, "accept fire %s: %s", (_printable(topic), result))]
 
     def _fire_event(self, route: Route, data: object, sender: str, nonce: bytes, now: float) -> Fire:
@@ -511,10 +532,20 @@ class Arena:
         return t.errors
 
     def _report(
-        self, topic: str, route: Route | None, err: Rejection, where: str, request_id: str | None = None
+        self,
+        topic: str,
+        route: Route | None,
+        err: Rejection,
+        where: str,
+        request_id: str | None = None,
+        *,
+        signed: wire.SignedMessage | None = None,
     ) -> list[Effect]:
         kind = route.kind.value if route else "message"
-        report = codec.error_report(topic, err.reason, err.code, request_id)
+        # (v2.1) A refused fire message's report names the shot by what was
+        # read of the message itself: its signature as sent, its data's x, y.
+        sig, shot = (signed.signature, wire.shot_of(signed.data, route.name)) if signed and route else (None, None)
+        report = codec.error_report(topic, err.reason, err.code, request_id, sig, shot)
         return [
             Publish(where, report, False, expendable=True),
             Log(False, f"reject {kind} {_printable(topic)}: {err.code}: {err.reason} -> {where}", code=err.code),

@@ -55,6 +55,8 @@ def event_to_json(ev: Event, *, redact_keys: bool = False) -> dict[str, Any]:
             "code": ev.code,
             "now": ev.now,
             **({"topic": ev.topic, "reason": ev.reason} if ev.topic else {}),
+            **({"signature": ev.signature} if ev.signature else {}),
+            **({"shot": list(ev.shot)} if ev.shot is not None else {}),
         }
     if isinstance(ev, Extend):
         return {"type": "extend", "seconds": ev.seconds, "now": ev.now}
@@ -109,8 +111,16 @@ def event_from_json(d: dict[str, Any]) -> Event:
         # v1 journals named no shooter (it was the current player) and no game.
         return Fire(d.get("shooter", ""), d["target"], d["x"], d["y"], d["turn"], d.get("game"), nonce, d["now"])
     if kind == "burn":
+        shot = d.get("shot")
         return Burn(
-            d["player"], bytes.fromhex(d["nonce"]), d["now"], d.get("code", ""), d.get("topic", ""), d.get("reason", "")
+            d["player"],
+            bytes.fromhex(d["nonce"]),
+            d["now"],
+            d.get("code", ""),
+            d.get("topic", ""),
+            d.get("reason", ""),
+            d.get("signature", ""),
+            (shot[0], shot[1], shot[2]) if shot else None,
         )
     if kind == "extend":
         return Extend(d["seconds"], d["now"])

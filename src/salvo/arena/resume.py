@@ -155,7 +155,9 @@ def _resume(store: Store, prefix: str, known: tuple[str, Config, bytes]) -> tupl
                 # The refusal's report went with the burn's batch: a message
                 # delivered again now is `replayed`, so its sender hears the
                 # real reason only from here.
-                report = codec.error_report(event.topic, event.reason, event.code)
+                report = codec.error_report(
+                    event.topic, event.reason, event.code, None, event.signature or None, event.shot
+                )
                 backlog.append(message(game.topics.player_error(event.player), report))
     backlog = _latest_retained(backlog, game.topics.hits)
     log.info(

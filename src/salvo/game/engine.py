@@ -177,6 +177,7 @@ class Game:
         else:
             self.game_id = game_id_for(self.id_key, self.game_no)
         self.retained.put(out, self.topics.game_id, self.game_id)
+        self.hit_end = payloads.hit_end(self.game_id)
         self.phase = Phase.LOBBY
         self.players: dict[str, PlayerState] = {}  # join order
         self.ready: list[str] = []  # fleet-completion order
@@ -544,7 +545,7 @@ class Game:
             damage.add(c)
             if len(damage) == FLEET[ship]:
                 self.sank = True  # (or hit again): the salvo's end looks for sinks
-        out = [hit(target.hit_topic, c, self.turn, fired)]
+        out = [hit(target.hit_topic, c, self.turn, fired, self.hit_end)]
         allowed = self.allowed  # (the salvo's end sets the next turn's)
         if fired < allowed:
             return Accepted(out, "%s fired at %s (%d,%d) %d/%d", (current, name, x, y, fired, allowed))

@@ -113,6 +113,10 @@ class Burn(NamedTuple):
     #: that finds the report unpublished publishes it (salvo.arena.resume)
     topic: str = ""
     reason: str = ""
+    #: (v2.1) what the report echoes of the refused shot: the start of its
+    #: signature and its (target, x, y) when its data could be read
+    signature: str = ""
+    shot: tuple[str, int, int] | None = None
 
 
 class Extend(NamedTuple):

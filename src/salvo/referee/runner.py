@@ -533,7 +533,7 @@ class ArenaRunner:
             return
         self._pub.release()
         t = self.arena.topics
-        self._sweep.finish(self.out, keep={*self.arena.game.retained, t.server, t.pubkey})
+        self._sweep.finish(self.out, keep={*self.arena.game.retained, t.server, t.pubkey, t.version})
         backlog, self.arena.backlog = self.arena.backlog, []
         self.batch.republish(backlog, self.arena.backlog_to)
         self.dispatcher.apply(list(self.arena.presence()))

@@ -142,10 +142,26 @@ def json_equal(a: Any, b: Any) -> bool:
 MAX_TOPIC_ECHO: Final = 256
 
 
-def error_report(topic: str, reason: str, code: str, request_id: str | None = None) -> str:
+#: (v2.1) A refused shot's ``signature`` is echoed cut to this many characters.
+SIGNATURE_ECHO: Final = 16
+
+
+def error_report(
+    topic: str,
+    reason: str,
+    code: str,
+    request_id: str | None = None,
+    signature: str | None = None,
+    shot: tuple[str, int, int] | None = None,
+) -> str:
     """The payload of every error topic: ``{"topic", "error", "code"}``, plus
-    ``request_id`` when a join carried one."""
-    report = {"topic": topic[:MAX_TOPIC_ECHO], "error": reason, "code": code}
+    ``request_id`` when a join carried one, and (v2.1) for a refused fire
+    message the start of its ``signature`` and its ``shot`` (target, x, y)."""
+    report: dict[str, object] = {"topic": topic[:MAX_TOPIC_ECHO], "error": reason, "code": code}
     if request_id is not None:
         report["request_id"] = request_id
+    if signature is not None:
+        report["signature"] = signature[:SIGNATURE_ECHO]
+    if shot is not None:
+        report["shot"] = {"target": shot[0], "x": shot[1], "y": shot[2]}
     return dumps(report)

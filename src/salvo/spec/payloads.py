@@ -24,6 +24,8 @@ from typing import Final, NamedTuple
 from salvo.spec.codec import dumps
 from salvo.spec.rules import BOARD_SIZE, FLEET, Placement
 
+#: (v2.1) The protocol version the referee speaks, retained on ``/game/version``.
+PROTOCOL_VERSION: Final = "2.1"
 TRUE: Final = "true"
 FALSE: Final = "false"
 
@@ -79,7 +81,7 @@ _TURN_TAILS: Final = tuple(f',"shots":{n}}}' for n in range(len(FLEET) + 1))
 _SALVO_TAILS: Final = tuple(
     tuple(f',"shots":{n},"hits":{h}}}' for h in range(len(FLEET) + 1)) for n in range(len(FLEET) + 1)
 )
-_HIT_TAILS: Final = tuple(f',"shot":{n}}}' for n in range(len(FLEET) + 1))
+_HIT_TAILS: Final = tuple(f',"shot":{n},"game":' for n in range(len(FLEET) + 1))
 #: The start of every cell's ``hit`` payload.
 _HIT_HEADS: Final = tuple(
     f'{{"x":{c % BOARD_SIZE},"y":{c // BOARD_SIZE},"turn":' for c in range(BOARD_SIZE * BOARD_SIZE)
@@ -124,12 +126,18 @@ def salvo(number: int, player_json: str, shots: int, hits: int) -> str:
     return f'{{"turn":{n},"player":{player_json}{_SALVO_TAILS[shots][hits]}'
 
 
-def hit(topic: str, cell: int, turn: int, shot: int) -> Publish:
+def hit_end(game: str) -> str:
+    """The end of every ``hit`` payload of game ``game`` (v2.1: hits carry
+    the game), made once per game."""
+    return f"{dumps(game)}}}"
+
+
+def hit(topic: str, cell: int, turn: int, shot: int, end: str) -> Publish:
     """A shot at ``cell`` on the target's ``/players/<n>/hit`` (:class:`~salvo.spec.wire.Hit`):
     the whole Publish in one call, as one is made for every shot. ``shot``
-    counts from 1 in its salvo."""
+    counts from 1 in its salvo; ``end`` is the game's :func:`hit_end`."""
     n = _NUMBERS[turn] if turn < _SMALL else turn
-    return _new(Publish, (topic, f"{_HIT_HEADS[cell]}{n}{_HIT_TAILS[shot]}", False, False))
+    return _new(Publish, (topic, f"{_HIT_HEADS[cell]}{n}{_HIT_TAILS[shot]}{end}", False, False))
 
 
 def stats_summary(winner: str | None, turns: int, shots: int, hits: int, duration_s: float, termination: str) -> str:

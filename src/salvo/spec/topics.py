@@ -65,6 +65,7 @@ class Outbound(enum.Enum):
     STATE = "state"
     SERVER = "server"
     PUBKEY = "pubkey"
+    VERSION = "version"  # (v2.1)
     GAME_ID = "game_id"
     LEASE = "lease"
     SWEEP = "sweep"
@@ -129,6 +130,8 @@ class Topics:
         self.state = f"{self._game}/state"
         self.server = f"{self._game}/server"
         self.pubkey = f"{self._game}/pubkey"
+        #: (v2.1) the protocol version the referee speaks ("2.1"), retained
+        self.version = f"{self._game}/version"
         #: (v2) the current game's random id, which every fire message signs
         self.game_id = f"{self._game}/id"
         #: The referee's own: which referee process holds the arena (its
@@ -228,7 +231,8 @@ class Topics:
             self.players_count,
             f"{self._players}/+/ships/+/sunk",
             f"{self._players}/+/defeated",
-            f"{self._game}/record",  # (v2) last: the order of the shipped ACL
+            f"{self._game}/record",  # (v2) then (v2.1) version: the order of the shipped ACL
+            f"{self._game}/version",
         )
 
     @property
@@ -250,6 +254,7 @@ class Topics:
                     "salvo",
                     "winner",
                     "record",
+                    "version",
                 )
             ),
             f"{g}/stats/#",

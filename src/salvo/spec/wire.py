@@ -26,6 +26,7 @@ from pydantic import (
 
 from salvo.spec.errors import Code, Malformed
 from salvo.spec.rules import Orientation, Placement
+from salvo.spec.topics import NAME_RE
 
 _IN = ConfigDict(strict=True, extra="ignore", frozen=True)
 _OUT = ConfigDict(strict=True, extra="ignore", frozen=True)
@@ -66,13 +67,17 @@ class JoinRequest(BaseModel):
     name: StrictStr
     secret: Annotated[StrictStr, Field(min_length=1, max_length=1024)]
     request_id: RequestId | None = None
+    #: (v2.1) the ``/game/id`` the joiner saw: a join for another game is refused
+    game: Annotated[StrictStr, Field(max_length=64)] | None = None
 
 
 def request_id_of(value: Any) -> str | None:
-    """A join's ``request_id`` when it has a valid one, whatever else is
-    wrong with it: a refusal echoes it so the sender can tell it is theirs."""
+    """What a refusal of this join echoes as ``request_id``, whatever else is
+    wrong with it, so the sender can tell the refusal is theirs: a valid id
+    whole; (v2.1) an invalid one that is a string, cut to its first 64
+    characters; anything else nothing."""
     rid = value.get("request_id") if isinstance(value, dict) else None
-    return rid if isinstance(rid, str) and REQUEST_ID_RE.fullmatch(rid) else None
+    return rid[:64] if isinstance(rid, str) else None
 
 
 class XY(BaseModel):
@@ -157,6 +162,22 @@ def _parse(model: type[M], value: Any, what: str) -> M:
         raise Malformed(_reason(exc, what)) from None
 
 
+#: (v2.1) A refused shot's coordinates are echoed when they fit a C ``int32_t``.
+_INT32 = range(-(2**31), 2**31)
+
+
+def shot_of(data: JsonValue, target: str) -> tuple[str, int, int] | None:
+    """(v2.1) The shot a fire message's signed ``data`` asks for, as its
+    refusal echoes it: the topic's ``target`` (a valid name) and the integer
+    ``x`` and ``y`` read from the data itself; None when they cannot be read."""
+    if not isinstance(data, dict):
+        return None
+    x, y = data.get("x"), data.get("y")
+    if type(x) is not int or type(y) is not int or x not in _INT32 or y not in _INT32 or not NAME_RE.fullmatch(target):
+        return None
+    return target, x, y
+
+
 def parse_join(value: Any) -> JoinRequest:
     return _parse(JoinRequest, value, "participation request")
 
@@ -212,26 +233,44 @@ class SalvoResult(BaseModel):
 
 
 class Hit(BaseModel):
-    """``/players/<target>/hit``: one accepted shot at the target; ``turn``
-    and ``shot`` (from 1 in its salvo) let a client drop a duplicate."""
+    """``/players/<target>/hit``: one accepted shot at the target. ``turn``
+    and ``shot`` (from 1 in its salvo) are per game: (v2.1) ``game``, its
+    ``/game/id``, makes ``(game, turn, shot)`` a shot's identity across
+    games, so a client drops a duplicate by it."""
 
     model_config = _OUT
     x: StrictInt
     y: StrictInt
     turn: StrictInt
     shot: StrictInt
+    #: (v2.1) absent from a v2 referee's hits
+    game: StrictStr | None = None
+
+
+class Shot(BaseModel):
+    """(v2.1) The shot a fire refusal is about: the topic's target and the
+    ``x``, ``y`` of the signed data (``turn`` and ``game`` are not repeated)."""
+
+    model_config = _OUT
+    target: StrictStr
+    x: StrictInt
+    y: StrictInt
 
 
 class ErrorReport(BaseModel):
     """Every error topic: ``/game/errors``, ``/players/<n>/error``,
     ``/players/<n>/ships/<s>/error``. ``code`` is one of :class:`~salvo.spec.errors.Code`;
-    ``request_id`` echoes a refused join's."""
+    ``request_id`` echoes a refused join's; (v2.1) a refused fire message's
+    report carries the first 16 characters of its ``signature`` and, when
+    its data could be read, its ``shot``."""
 
     model_config = _OUT
     topic: StrictStr
     error: StrictStr
     code: Code = Field(strict=False)
     request_id: StrictStr | None = None
+    signature: StrictStr | None = None
+    shot: Shot | None = None
 
 
 class StatsSummary(BaseModel):
