@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from salvo.sdk.bots import STRATEGIES, make_strategy
-from salvo.sdk.view import MySalvo, Observer, ShipSunk, View
+from salvo.sdk.view import ErrorReported, MySalvo, Observer, ShotAtMe, ShipSunk, View
 from salvo.spec.rules import cell, fleet_is_legal
 from salvo.spec.topics import Topics
 from salvo.tools.sim import play_game, solo_benchmark
@@ -162,3 +162,40 @@ def test_observer_builds_the_view_and_ignores_replayed_sinks() -> None:
     obs.feed(t.state, "over")
     obs.feed(t.state, "lobby")
     assert v.game == 1 and v.players == [] and v.salvos == {} and v.state == "lobby"
+
+
+def test_hits_are_deduplicated_per_game_not_across_games() -> None:
+    """(v2.1) (turn, shot) is per game: the same pair in the next game is a
+    new shot; the same (game, turn, shot) twice is one; a late hit of
+    another game is not this one's."""
+    t = Topics()
+    v = View("me")
+    obs = Observer(v, t)
+    obs.feed(t.game_id, "g1")
+    obs.feed(t.state, "turn")
+    hit = '{"x":2,"y":3,"turn":1,"shot":1,"game":"%s"}'
+    assert isinstance(obs.feed(t.hit("me"), hit % "g1"), ShotAtMe)
+    assert obs.feed(t.hit("me"), hit % "g1") is None  # delivered twice
+    assert obs.feed(t.hit("me"), hit % "g0") is None  # a game before's, late
+    # the next game, seen without its lobby (a client that missed the reset):
+    # its (turn 1, shot 1) is a new shot all the same
+    obs.feed(t.game_id, "g2")
+    assert isinstance(obs.feed(t.hit("me"), hit % "g2"), ShotAtMe)
+    assert v.incoming == [(2, 3), (2, 3)]
+    # a v2 referee's hit (no game) is still taken, once
+    assert isinstance(obs.feed(t.hit("me"), '{"x":5,"y":5,"turn":2,"shot":1}'), ShotAtMe)
+    assert obs.feed(t.hit("me"), '{"x":5,"y":5,"turn":2,"shot":1}') is None
+
+
+def test_a_fire_refusal_exposes_its_shot() -> None:
+    t = Topics()
+    obs = Observer(View("me"), t)
+    report = (
+        '{"topic":"/players/bob/fire","error":"e","code":"wrong_turn",'
+        '"signature":"GBkaGxwdHh8gISIj","shot":{"target":"bob","x":3,"y":4}}'
+    )
+    event = obs.feed(t.player_error("me"), report)
+    assert isinstance(event, ErrorReported) and event.shot == ("bob", 3, 4)
+    assert event.report.signature == "GBkaGxwdHh8gISIj"
+    bare = obs.feed(t.player_error("me"), '{"topic":"/players/bob/fire","error":"e","code":"malformed"}')
+    assert isinstance(bare, ErrorReported) and bare.shot is None

@@ -203,7 +203,7 @@ def test_each_referee_payload_is_exact_and_valid_for_its_model() -> None:
             {"topic": "/players/bob/fire", "error": "not your turn", "code": "not_current_player"},
         ),
         (  # (v2.1) a fire refusal names its shot
-            error_report("/players/bob/fire", "wrong turn", Code.WRONG_TURN, None, "GBkaGxwdHh8gISIjJCUm", ("bob", 3, 4)),
+            error_report("/players/bob/fire", "wrong turn", Code.WRONG_TURN, None, "GBkaGxwdHh8gISIjJ", ("bob", 3, 4)),
             wire.ErrorReport,
             {
                 "topic": "/players/bob/fire",

@@ -48,7 +48,7 @@ from salvo.sdk.outcomes import (
 )
 from salvo.sdk.strategy import Strategy
 from salvo.sdk.view import ErrorReported, GameEvent, Observer, PlayersChanged, RefereePresence, ShipApproved, Shot, View
-from salvo.spec import crypto, payloads, wire
+from salvo.spec import codec, crypto, payloads, wire
 from salvo.spec.errors import Code
 from salvo.spec.rules import SHIP_IDS, Placement
 from salvo.spec.topics import Inbound, Topics, name_error
@@ -70,6 +70,8 @@ BUSY_RETRY_S = 0.5
 SALVO_RESEND_S = 3.0
 #: close() waits this long at most for the broker to stop sending before the DISCONNECT.
 CLOSE_GRACE_S = 0.5
+#: Shots remembered by signature to resolve a refusal without a shot (v2.1): a few salvos'.
+SIGNED_KEPT = 64
 
 
 @functools.cache
@@ -125,6 +127,8 @@ class SalvoClient:
         #: (game, turn, [(topic, payload)], when sent) of my last salvo, to
         #: send again while it is not resolved (see _resend_unresolved)
         self._salvo: tuple[int, int, list[tuple[str, str]], float] = (-1, 0, [], 0.0)
+        #: shots signed lately, by the start of their signature (v2.1 refusals echo it)
+        self._signed: dict[str, Shot] = {}
         self._resender: threading.Thread | None = None
         self._connected = threading.Event()
         self._closed = False
@@ -370,7 +374,9 @@ class SalvoClient:
 
         Refusals come on the public ``/game/errors``; only one that echoes
         this join's random ``request_id`` is believed, so nobody can make
-        this team think it was refused. A ``busy`` refusal is retried."""
+        this team think it was refused. A ``busy`` refusal is retried, and
+        (v2.1) a ``wrong_game`` one: the join names the ``/game/id`` this
+        client saw, and a new game's id may have come meanwhile."""
         if not self.wait_until(lambda v: bool(v.state), timeout):
             raise TimeoutError("no /game/state from the referee: is it running on this prefix?")
         end = time.monotonic() + timeout
@@ -378,7 +384,7 @@ class SalvoClient:
             refusal = self._join_once(end, repeat_grace)
             if refusal is None:
                 break
-            if refusal.code is not Code.BUSY or time.monotonic() >= end:
+            if refusal.code not in (Code.BUSY, Code.WRONG_GAME) or time.monotonic() >= end:
                 raise JoinRefused(refusal.error, refusal.code)
             time.sleep(min(BUSY_RETRY_S, max(0.0, end - time.monotonic())))
         self.key  # noqa: B018 - placements need the key: make sure it is ready
@@ -387,7 +393,8 @@ class SalvoClient:
         """Send one join (again every JOIN_RESEND_S while unanswered); the
         refusal addressed to it, or None once the list names this team."""
         request_id = os.urandom(12).hex()
-        request = payloads.join_request(self.name, self._secret, request_id)
+        # (v2.1) the game it is for: the broker cannot carry it into the next lobby
+        request = payloads.join_request(self.name, self._secret, request_id, self.view.game_id)
         if self.sealed:
             if not self.wait_until(lambda v: v.pubkey is not None, max(0.0, end - time.monotonic())):
                 raise TimeoutError("no /game/pubkey to seal the request to (pass sealed=False?)")
@@ -511,10 +518,21 @@ class SalvoClient:
             messages = []
             for target, x, y in shots:
                 data = payloads.fire_data(x, y, target, turn, game)
-                messages.append((self.topics.fire(target), json.dumps(crypto.sign(self.key, data))))
+                signed = crypto.sign(self.key, data)
+                messages.append((self.topics.fire(target), json.dumps(signed)))
+                self._signed[signed["signature"][: codec.SIGNATURE_ECHO]] = (target, x, y)
+            self._signed = dict(list(self._signed.items())[-SIGNED_KEPT:])
             self._salvo = (self.view.game, turn, messages, time.monotonic())
         for topic, payload in messages:
             self._publish(topic, payload)
+
+    def refused_shots(self) -> list[tuple[Shot, Code]]:
+        """(v2.1) This game's refused fire messages: each shot ``(target, x, y)``
+        (the report's own, else the one signed here with the signature it
+        echoes) and the refusal's code, so a client re-signs the right one."""
+        with self._cond:
+            found = [(ErrorReported(r).shot or self._signed.get(r.signature or ""), r.code) for r in self.view.errors]
+        return [(shot, code) for shot, code in found if shot is not None]
 
     def wait_game_over(self, timeout: float | None = None) -> GameRecord:
         """Block until the game this team is in is over; its record."""

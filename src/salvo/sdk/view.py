@@ -69,8 +69,9 @@ class View:
     allowed: int = 0
     deadline: wire.Deadline | None = None
     incoming: list[tuple[int, int]] = field(default_factory=list)  # shots at me
-    #: (turn, shot) of every hit notification taken, so a duplicate is dropped
-    incoming_seen: set[tuple[int, int]] = field(default_factory=set)
+    #: (game, turn, shot) of every hit notification taken, so a duplicate is
+    #: dropped: (turn, shot) alone is per game (v2.1 hits carry the game)
+    incoming_seen: set[tuple[str | None, int, int]] = field(default_factory=set)
     salvos: dict[int, MySalvo] = field(default_factory=dict)  # my salvos by turn
     last_salvo: wire.SalvoResult | None = None
     sunk: dict[str, list[str]] = field(default_factory=dict)  # owner -> ship ids
@@ -256,6 +257,13 @@ class ErrorReported:
     report: wire.ErrorReport
     public: bool = False
 
+    @property
+    def shot(self) -> Shot | None:
+        """(v2.1) The ``(target, x, y)`` of the refused fire message this
+        report names, when the referee could read it."""
+        s = self.report.shot
+        return None if s is None else (s.target, s.x, s.y)
+
 
 @dataclass(frozen=True, slots=True)
 class GameOver:
@@ -424,9 +432,12 @@ class Observer:
             return None
         hit = wire.Hit.model_validate_json(text)
         v = self.view
-        if (hit.turn, hit.shot) in v.incoming_seen:
+        if hit.game is not None and v.game_id is not None and hit.game != v.game_id:
+            return None  # another game's, delivered late
+        seen = (hit.game, hit.turn, hit.shot)
+        if seen in v.incoming_seen:
             return None  # delivered twice (the referee publishes at least once)
-        v.incoming_seen.add((hit.turn, hit.shot))
+        v.incoming_seen.add(seen)
         v.incoming.append((hit.x, hit.y))
         return ShotAtMe(hit.x, hit.y)
 

@@ -231,11 +231,14 @@ def placement(p: Placement) -> str:
     return dumps({"coordinates": f"{p.x};{p.y}", "orientation": p.orientation.value})
 
 
-def join_request(name: str, secret: str, request_id: str | None = None) -> str:
-    """A participation request (:class:`~salvo.spec.wire.JoinRequest`), before any sealing."""
+def join_request(name: str, secret: str, request_id: str | None = None, game: str | None = None) -> str:
+    """A participation request (:class:`~salvo.spec.wire.JoinRequest`), before
+    any sealing; (v2.1) ``game``: the ``/game/id`` the joiner saw."""
     body = {"name": name, "secret": secret}
     if request_id is not None:
         body["request_id"] = request_id
+    if game is not None:
+        body["game"] = game
     return dumps(body)
 
 
