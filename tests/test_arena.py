@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from nacl.secret import SecretBox
@@ -500,3 +502,65 @@ def test_a_join_never_lands_in_another_game_than_the_one_it_asked_for() -> None:
     assert d.game.players == {}  # not in the new lobby either
     error = d.errors(out)[d.t.errors]
     assert error["code"] == "lobby_closed" and error["request_id"] == "c1"
+
+
+# -- what a (re)connect publishes (protocol section 6, v2.1) ----------------------------
+
+RECONNECT_DOC = re.search(
+    r"\*\*\(v2\.1\) What you see when the referee \(re\)connects\.\*\*(.*?)\*\*Paced play",
+    (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text(),
+    flags=re.DOTALL,
+)
+
+
+def families(d: ArenaDriver, out: list[Publish]) -> list[str]:
+    """Each publish's topic as the document spells its family."""
+    named = []
+    for p in out:
+        route = d.t.parse_outbound(p.topic)
+        assert route is not None, p.topic
+        family = re.sub(f"/{route.name}(/|$)", r"/<name>\1", p.topic, count=1) if route.name else p.topic
+        named.append(family.replace(f"/ships/{route.ship}/", "/ships/<ship>/") if route.ship else family)
+    return named
+
+
+def test_what_a_team_sees_at_a_referee_reconnect_is_every_retained_topic() -> None:
+    """At every (re)connect the runner publishes Arena.presence() (after the
+    sweep and any backlog): every retained topic the game holds, then pubkey,
+    version and "up" last. In each phase that is the list section 6 gives."""
+    assert RECONNECT_DOC, "section 6 lost its reconnect paragraph"
+    doc = RECONNECT_DOC[1]
+    d = ArenaDriver(seed=3, max_missed_turns=1, turn_timeout=30)
+    d.join("alice")
+    d.join("bob")
+    seen: dict[str, set[str]] = {}
+    seen["lobby"] = set(families(d, d.arena.presence()))
+    d.join("carol")
+    for name, fleet in FLEETS.items():
+        d.place(name, fleet)
+    me, target = d.game.current, others(d)[0]
+    assert me is not None
+    patrol = [(c % 10, c // 10) for c in FLEETS[target]["patrolboat"].cells(2)]
+    for x, y in patrol:
+        d.fire(me, target, x, y)
+    taken = set(all_cells(FLEETS[target]))
+    for x, y in [(x, y) for y in range(10) for x in range(10) if (x, y) not in taken][:3]:
+        d.fire(me, target, x, y)
+    assert d.game.turn == 2
+    seen["turn"] = set(families(d, d.arena.presence()))
+    while d.game.phase is Phase.TURN:  # each current player misses a turn: dropped
+        d.now += 30
+        d.run(d.arena.on_tick(d.now))
+    seen["over"] = set(families(d, d.arena.presence()))
+    common = {"/game/state", "/game/id", "/game/deadline", "/players/list", "/players/count", "/game/pubkey"}
+    common |= {"/game/version", "/game/server", "/players/<name>/ships/<ship>/approved"}
+    assert seen["lobby"] == common
+    game = {"/game/turn", "/game/current", "/game/salvo", "/players/<name>/ships/<ship>/sunk"}
+    assert seen["turn"] == common | game
+    over = {"/game/winner", "/game/stats/summary", "/game/stats/players/<name>", "/game/record"}
+    assert seen["over"] == common | game - {"/game/current"} | over | {"/players/<name>/defeated"}
+    for family in set().union(*seen.values()):
+        assert f"`{family}`" in doc or f"`{family.rsplit('/', 1)[-1]}`" in doc, family
+    out = d.arena.presence()
+    assert all(p.retain for p in out) and out[-1] == Publish(d.t.server, "up", True)
+    assert Publish(d.t.version, "2.1", True) in out

@@ -181,10 +181,12 @@ def test_example_reports_and_hit_are_what_the_referee_publishes() -> None:
     quoted += [p.payload for p in out if p.topic == late.t.player_error("carol")]
 
     # (v2.1) a join for another game than /game/id, its invalid request_id cut to 64 characters
-    out = lobby.send(lobby.t.request_participation, json.dumps({"name": "dave", "secret": "s", "game": GAME_ID}))
-    quoted += [p.payload for p in out if p.topic == lobby.t.errors]
-    out = lobby.send(lobby.t.request_participation, json.dumps({"name": "dave", "secret": "s", "request_id": "a b"}))
-    quoted += [p.payload for p in out if p.topic == lobby.t.errors]
+    nxt = ArenaDriver(game_id="79cc032a6de8eeda")
+    out = nxt.send(nxt.t.request_participation, json.dumps({"name": "dave", "secret": "s", "game": GAME_ID}))
+    quoted += [p.payload for p in out if p.topic == nxt.t.errors]
+    out = nxt.send(nxt.t.request_participation, json.dumps({"name": "dave", "secret": "s", "request_id": "a b"}))
+    quoted += [p.payload for p in out if p.topic == nxt.t.errors]
+    assert nxt.game.players == {}, "a refused join changed the lobby"
 
     codes = [json.loads(q).get("code") for q in quoted]
     assert codes == [

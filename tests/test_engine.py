@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from salvo.game.engine import BURN_CAP, Game
-from salvo.game.events import Accepted, Burn, CloseLobby, Config, Join, Phase, Place, Tick
+from salvo.game.events import Accepted, Burn, CloseLobby, Config, Join, Pause, Phase, Place, Resume, Tick
 from salvo.spec.payloads import Publish
 from salvo.spec.rules import FLEET, SHIP_IDS, Placement, fleet_is_legal, random_fleet
 from salvo.spec.topics import Topics
@@ -712,3 +712,35 @@ def test_what_the_engine_holds_retained_is_what_its_retained_publishes_left_on_t
         check(d.tick(5))  # the reset
         d.published.clear()
     assert d.game.game_no == 3
+
+
+def test_players_defeated_in_one_turn_share_a_place_and_duration_is_start_to_last_salvo() -> None:
+    """Protocol section 7, pinned down: ``place`` is 1 + the players who lasted
+    longer (the winner longest), so two defeated in the same turn share a
+    place and the next place is skipped (1, 2, 3, 3); ``duration_s`` is the
+    referee's clock from the game's start (the event that left the lobby) to
+    the event that ended its last salvo, a paused clock included."""
+    d = Driver(seed=3)
+    d.start(dict.fromkeys(("a", "b", "c", "d"), ROWS))
+    started_at = d.now
+    last = {n: ship_cells(ROWS, "patrolboat")[-1] for n in ("c", "d")}
+    for n in ("c", "d"):  # all of c's and d's ships hit but one cell
+        d.wear_down(n, [xy for xy in all_cells(ROWS) if xy != last[n]], shooter="a")
+    d.now += 20.0
+    d.ok(Pause("a team's laptop", d.now))
+    d.now += 100.0  # a paused stretch counts
+    d.ok(Resume(d.now))
+    while d.cur != "a":
+        d.idle_turn()
+    out = d.play_turn([("c", *last["c"]), ("d", *last["d"]), *d.misses("b", 3)])
+    assert [p.topic for p in out if p.topic.endswith("/defeated")] == ["/players/c/defeated", "/players/d/defeated"]
+    turn_cd = d.game.turn - 1
+    d.now += 2.5
+    ended_at = d.now
+    d.wear_down("b", all_cells(ROWS), shooter="a")  # the game ends with the salvo that sinks b
+    assert d.game.phase is Phase.OVER and d.game.winner == "a"
+    stats = {n: json.loads(d.game.retained[f"/game/stats/players/{n}"]) for n in "abcd"}
+    assert {n: s["place"] for n, s in stats.items()} == {"a": 1, "b": 2, "c": 3, "d": 3}
+    assert stats["c"]["defeated_in_turn"] == stats["d"]["defeated_in_turn"] == turn_cd
+    summary = json.loads(d.game.retained["/game/stats/summary"])
+    assert summary["duration_s"] == round(ended_at - started_at, 3) == 122.5

@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from salvo.sdk.bots import STRATEGIES, make_strategy
-from salvo.sdk.view import ErrorReported, MySalvo, Observer, ShotAtMe, ShipSunk, View
+from salvo.sdk.view import ErrorReported, MySalvo, Observer, ShipSunk, ShotAtMe, View
 from salvo.spec.rules import cell, fleet_is_legal
 from salvo.spec.topics import Topics
 from salvo.tools.sim import play_game, solo_benchmark
