@@ -21,7 +21,7 @@ from salvo.arena import arena
 from salvo.game import engine, events
 from salvo.net.mqtt import Broker
 from salvo.referee.service import Referee
-from salvo.spec import payloads
+from salvo.spec import payloads, wire
 from salvo.spec.errors import Code, Malformed
 from salvo.spec.rules import FLEET, SHIP_IDS
 from salvo.spec.topics import is_valid_name
@@ -75,7 +75,7 @@ def test_cli_suite_passes_against_our_referee_with_a_prefix(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == f"{N} passed, 0 failed", proc.stdout
-    assert sum(line.startswith("PASS  §") for line in lines) == N == 69
+    assert sum(line.startswith("PASS  §") for line in lines) == N == 74
     assert any("§6" in line and "salvo.order" in line for line in lines)
 
 
@@ -321,6 +321,27 @@ def join_refusals_on_the_players_topic(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(arena.Arena, "_apply_join", applied)
 
 
+def fire_refusals_name_no_shot(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The v2 report: topic, error and code only.
+    report = arena.Arena._report
+
+    def plain(self: arena.Arena, *args: Any, signed: object = None, **kw: Any) -> list[arena.Effect]:
+        return report(self, *args, **kw)
+
+    monkeypatch.setattr(arena.Arena, "_report", plain)
+
+
+def hits_without_game(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The v2 hit: {x, y, turn, shot}.
+    monkeypatch.setattr(payloads, "_HIT_TAILS", tuple(t.removesuffix(',"game":') for t in payloads._HIT_TAILS))
+    monkeypatch.setattr(payloads, "hit_end", lambda game: "}")
+
+
+def join_game_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = wire.parse_join
+    monkeypatch.setattr(wire, "parse_join", lambda value: original(value).model_copy(update={"game": None}))
+
+
 Fault = Callable[[pytest.MonkeyPatch], None]
 #: fault, the cases to run (the games stop once they have results), and for
 #: each case that must fail a pattern of its reason (re.search)
@@ -348,6 +369,13 @@ FAULTS: list[tuple[Fault, set[str], dict[str, str]]] = [
         {"join.refusals", "join.taken"},
         {"join.refusals": "join came on /[^ ]+/players/[^ ]+/error, not on /[^ ]+/game/errors"},
     ),
+    (
+        fire_refusals_name_no_shot,
+        {"fire.names_shot", "fire.bad_signature"},
+        {"fire.names_shot": r"\(bad_signature\): \{'signature': None, 'shot': None\} should be"},
+    ),
+    (hits_without_game, {"fire.hit_game", "fire.hit_payload"}, {"fire.hit_game": "hit 1 is not of game"}),
+    (join_game_ignored, {"join.wrong_game"}, {"join.wrong_game": "wrong_game|refusal"}),
 ]
 #: cases every broken referee here still passes: the suite fails the fault, not everything
 CONTROL = {"presence.server", "presence.game_id", "join.plain"}

@@ -23,6 +23,7 @@ _CASES = [
     Case("presence.pubkey", "4", "/game/pubkey is a retained base64 X25519 public key"),
     Case("presence.lobby", "5", "/game/state is retained and the arena is an idle lobby"),
     Case("presence.game_id", "4", "/game/id is retained: the game's id as text, at least 64 bits"),
+    Case("presence.version", "4", "(v2.1) /game/version is retained '2.1'"),
     Case("settings.timeouts", "5-7", "the referee's timeouts suit the suite (read from what it publishes)"),
     # joining
     Case("join.plain", "5", "a valid plain join is appended to /players/list and /players/count (retained)"),
@@ -36,6 +37,12 @@ _CASES = [
         "join.refusals",
         "5",
         "every refused join is reported on /game/errors with its request_id, never on /players/<name>/error",
+    ),
+    Case("join.wrong_game", "5", "(v2.1) a join naming another game than /game/id is refused: code wrong_game"),
+    Case(
+        "join.request_id_echo",
+        "5",
+        "(v2.1) an invalid request_id that is a string is echoed, cut to 64 characters, in a malformed refusal",
     ),
     # placing
     Case("place.approved", "5", "a valid placement publishes approved 'true' (retained)"),
@@ -67,6 +74,7 @@ _CASES = [
     # firing
     Case("fire.hit_topic", "6", "every accepted shot is published on /players/<target>/hit, not retained"),
     Case("fire.hit_payload", "6", "a hit is {x, y, turn, shot}, shot counting the salvo's accepted shots from 1"),
+    Case("fire.hit_game", "6", "(v2.1) a hit carries its game: the /game/id of the game it was fired in"),
     Case("fire.hit_rule", "6", "a shot at a ship cell hits, also when the cell was hit before"),
     Case("fire.self", "6", "a player may fire at itself"),
     Case("fire.bad_json", "6", "a fire message that is not JSON is refused on /game/errors: code malformed"),
@@ -75,6 +83,11 @@ _CASES = [
     Case("fire.wrong_turn", "3", "a shot signed for another turn is refused: code wrong_turn"),
     Case("fire.wrong_target", "3", "a shot signed for another target than the topic's is refused: wrong_target"),
     Case("fire.wrong_game", "3", "a shot signed for another game id is refused: code wrong_game"),
+    Case(
+        "fire.names_shot",
+        "6",
+        "(v2.1) a refused signed fire message's report echoes its signature's first 16 characters and its shot",
+    ),
     Case("fire.unbound", "6", "the v1 unbound fire data {x, y} is refused by default: code malformed"),
     Case("fire.off_board", "6", "shots off the board are refused: code off_board"),
     Case("fire.unknown_target", "6", "shots at a name not in the game are refused: code unknown_target"),

@@ -88,14 +88,17 @@ def bad_messages(s: Session, team: Team, other: Team, third: Team, turn: int, ga
     # Each message must have its own report: one with its topic and code.
     # Matched by content, not position, so one wrong answer is one failure.
     unmatched = {where: [json_or_none(m.payload) for m in _reports(s, where, m2)] for where in want}
-    for i, (case_id, topic, _payload, where, code) in enumerate(bad):
+    for i, (case_id, topic, payload, where, code) in enumerate(bad):
         left = unmatched[where]
         k = next(
             (k for k, v in enumerate(left) if isinstance(v, dict) and (v.get("topic"), v.get("code")) == (topic, code)),
             None,
         )
         if k is not None:
-            del left[k]
+            report = left.pop(k)
+            want = names_shot(topic, payload)
+            got = {key: report.get(key) for key in want}
+            s.note("fire.names_shot", got == want, f"message {i + 1} ({code}): {got} should be {want}")
         others = [f"{v.get('code')}" if isinstance(v, dict) else repr(v) for v in left]
         s.note(
             case_id,
@@ -109,8 +112,24 @@ def bad_messages(s: Session, team: Team, other: Team, third: Team, turn: int, ga
             culprits = [by_cell[cell]] if cell in by_cell else [b[0] for b in bad]
             for case_id in culprits:
                 s.note(case_id, False, f"a message that must be refused was a shot: {m.topic} {m.text[:80]}")
-    s.settle(*dict.fromkeys(b[0] for b in bad))
+    s.settle(*dict.fromkeys(b[0] for b in bad), "fire.names_shot")
     return Replay(later, team.name, t.fire(target), future)
+
+
+def names_shot(topic: str, payload: str) -> dict[str, object]:
+    """(v2.1) What a refusal of ``payload`` on fire ``topic`` must echo: a
+    readable signed message's signature (16 characters) and, when its data
+    has integer x and y, its shot at the topic's target; else neither key
+    (both None)."""
+    sent = json_or_none(payload.encode())
+    data = sent.get("data") if isinstance(sent, dict) else None
+    signature = sent.get("signature") if isinstance(sent, dict) else None
+    if data is None or not isinstance(signature, str):
+        return {"signature": None, "shot": None}
+    shot = None
+    if isinstance(data, dict) and type(data.get("x")) is int and type(data.get("y")) is int:
+        shot = {"target": topic.split("/")[-2], "x": data["x"], "y": data["y"]}
+    return {"signature": signature[:16], "shot": shot}
 
 
 def _reports(s: Session, topic: str, after: int) -> list[Msg]:

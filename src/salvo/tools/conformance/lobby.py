@@ -51,6 +51,10 @@ def preflight(s: Session) -> str:
         expect(len(raw) == 32, f"not base64 of 32 bytes: {key.text[:80]!r}")
         expect((snap or s.retained([t.pubkey])).get(t.pubkey) == key.text, "/game/pubkey is not retained")
         s.pubkey = key.text
+    with s.case("presence.version"):
+        version = obs.wait(lambda m: m.topic == t.version and bool(m.payload), timeout=5, what="/game/version")
+        expect(version.text == "2.1", f"/game/version should be 2.1: {version.text[:40]!r}")
+        expect(version.retain or s.retained([t.version]).get(t.version) == "2.1", "/game/version is not retained")
     if s.failed("presence.lobby"):
         raise Abort("no idle lobby")
     game_id = ""
@@ -121,6 +125,8 @@ def joins(s: Session, a: Team, b: Team, c: Team, game_id: str) -> Game1:
         taken(s, a)
     if s.wanted("join.invalid_names") or s.wanted("join.refusals"):
         invalid_names(s, a)
+    if s.wanted("join.wrong_game") or s.wanted("join.request_id_echo"):
+        v21_joins(s, a, game_id)
     # Always: the dummies hold the game until the deadline (they never place).
     with s.case("join.full"):
         g.dummies, s.learned["max_players"] = fill_lobby(s, "d", 3)
@@ -152,6 +158,25 @@ def invalid_names(s: Session, a: Team) -> None:
             report = s.join_refusal(name, rid, m3, "bad_name")
             expect(report["topic"] == t.request_participation, f"/game/errors needs the topic: {report}")
         s.quiet(lambda m: m.topic == t.players_list, m2, 0.2)
+
+
+def v21_joins(s: Session, a: Team, game_id: str) -> None:
+    """(v2.1) A joined team's own join again, naming another game: refused
+    (not the silent no-op of a repeat); and one with an invalid request_id."""
+    t, obs = s.t, s.obs
+    with s.case("join.wrong_game"):
+        m2 = obs.mark()
+        rid = s.request_id()
+        other = ("0" if game_id[:1] != "0" else "1") + game_id[1:]
+        body = {"name": a.name, "secret": a.secret, "request_id": rid, "game": other}
+        a.conn.publish(t.request_participation, json.dumps(body))
+        s.join_refusal(a.name, rid, m2, "wrong_game")
+    with s.case("join.request_id_echo"):
+        m2 = obs.mark()
+        bad = f"not valid {s.tag} " + "x" * 80  # a space: invalid; 80 more: cut
+        body = {"name": a.name, "secret": a.secret, "request_id": bad}
+        a.conn.publish(t.request_participation, json.dumps(body))
+        s.join_refusal(a.name, bad[:64], m2, "malformed")
 
 
 def fill_lobby(s: Session, kind: str, joined: int) -> tuple[list[str], int]:

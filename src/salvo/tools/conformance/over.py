@@ -56,7 +56,7 @@ def check_over(s: Session, g: Game1, model: Model, winner: str) -> None:
         snap = s.retained_under_arena()
         # the game's successor and the referee's own presence (server, pubkey,
         # lease: docs/protocol.md section 4) outlive a game
-        kept = (t.state, t.server, t.pubkey, t.lease, t.game_id)
+        kept = (t.state, t.server, t.pubkey, t.lease, t.game_id, t.version)
         left = {k: v for k, v in snap.items() if k not in kept and not s.is_inbound_topic(k)}
         expect(not left, f"still retained after the reset: {sorted(left)[:6]}")
         new_id = snap.get(t.game_id)

@@ -49,7 +49,7 @@ __all__ = [
     "summary",
 ]
 
-PREFLIGHT = {"presence.server", "presence.pubkey", "presence.lobby", "presence.game_id"}
+PREFLIGHT = {"presence.server", "presence.pubkey", "presence.lobby", "presence.game_id", "presence.version"}
 GAME2_CASES = {
     "start.too_few",
     "start.squatters",

@@ -23,6 +23,7 @@ SETTLED_AT_THE_END = (
     "turn.skip_defeated",
     "fire.hit_topic",
     "fire.hit_payload",
+    "fire.hit_game",
     "fire.hit_rule",
     "salvo.counts",
     "salvo.sinks_at_end",
@@ -159,10 +160,12 @@ def check_salvo(
     want = [(t.hit(tg), x, y) for tg, x, y in shots]
     s.note("fire.hit_topic", got == want, f"turn {turn}: hit messages {got} != {want}")
     s.note("fire.hit_topic", not any(m.retain for m in hit_msgs), f"turn {turn}: a hit message was retained")
+    game = s.game_id() if hit_msgs else ""
     for k, m in enumerate(hit_msgs, start=1):
         hit = obj(m, "a hit")
         ok = set(hit) >= {"x", "y", "turn", "shot"} and hit["turn"] == turn and hit["shot"] == k
         s.note("fire.hit_payload", ok, f"turn {turn}: hit {k} of the salvo is {m.text[:120]}")
+        s.note("fire.hit_game", hit.get("game") == game, f"turn {turn}: hit {k} is not of game {game}: {m.text[:120]}")
     result = obj(salvo, t.salvo)
     if len({(x, y, tg) for tg, x, y in shots}) < len(shots):
         s.note("fire.hit_rule", result.get("hits") == hits, f"turn {turn}: repeated hit not counted")
