@@ -38,6 +38,7 @@ MATRIX: dict[str, tuple[str, str, str, str]] = {
             "winner",
             "errors",
             "record",
+            "version",  # (v2.1)
         )
     },
     "/game/stats/summary": PUBLIC,

@@ -248,3 +248,63 @@ def test_referee_admits_only_registered_teams_with_their_secret(
     add_team(registry_file, tmp_path / "passwd", "dave", secret="dave-secret-for-tests")
     make_team("dave").join()
     watcher.wait_for(f"{P}/players/list", '["alice","dave"]')
+
+
+def test_json_card_and_tls_json_are_all_a_client_needs(new_broker: BrokerFactory, tmp_path: Path) -> None:
+    """``salvo tls --json`` says what it made; ``salvo teams add --json`` is
+    the card as JSON: a client configured from it alone (URL, login, CA file
+    named on the card, its fingerprint checked) connects over TLS and plays."""
+    runner = CliRunner()
+    made = runner.invoke(
+        main,
+        ["tls", "--dir", str(tmp_path / "tls"), "--broker-dir", str(tmp_path / "b"), "--host", "h.local", "--json"],
+    )
+    assert made.exit_code == 0, made.output
+    issued = json.loads(made.stdout)
+    assert issued["new_ca"] is True and set(issued["hosts"]) >= {"h.local", "localhost", "127.0.0.1"}
+    assert issued["ca_sha256"] == certificate_fingerprint(Path(issued["ca_file"]))
+    assert all(Path(issued[k]).is_file() for k in ("ca_file", "ca_key", "server_cert", "server_key"))
+
+    mosq = new_broker(users={"referee": "referee-pw"})
+    mosq.start()
+    files = ["--registry", str(tmp_path / "teams.json"), "--passwd", str(mosq.passwd), "--ca-file", str(mosq.ca_file)]
+    added = runner.invoke(main, ["teams", "add", "zed", *files, "--broker-url", mosq.tls_url(), "--json"])
+    assert added.exit_code == 0, added.output
+    card = json.loads(added.stdout)  # notes go to stderr: stdout is the JSON alone
+    assert card == {
+        "card": 1,
+        "team": "zed",
+        "brokers": [mosq.tls_url()],
+        "tls": True,
+        "username": "zed",
+        "mqtt_password": card["mqtt_password"],
+        "secret": card["secret"],
+        "ca_file": mosq.ca_file.name,
+        "ca_sha256": certificate_fingerprint(mosq.ca_file),
+        "arena": "arena1",
+        "tournament": "/tournament/assignments/zed",
+        "protocol": "2.1",
+    }
+    assert len(card["secret"]) >= 16 and Registry(tmp_path / "teams.json").teams["zed"]
+    mosq.users["zed"] = card["mqtt_password"]
+    mosq.reload()
+    # a team's automation: the CA file it was handed (named on the card), checked against the card
+    ca_file = mosq.ca_file.parent / card["ca_file"]
+    assert certificate_fingerprint(ca_file) == card["ca_sha256"]
+    host, port = card["brokers"][0].removeprefix("mqtts://").rsplit(":", 1)
+    referee = Recorder(mosq, "referee", [])
+    referee.publish(f"/{card['arena']}/game/state", "lobby", retain=True)
+    zed = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    zed.tls_set(ca_certs=str(ca_file))
+    zed.username_pw_set(card["username"], card["mqtt_password"])
+    got: list[bytes] = []
+    zed.on_message = lambda _c, _u, msg: got.append(bytes(msg.payload))
+    try:
+        assert zed.connect(host, int(port)) == 0
+        zed.subscribe(f"/{card['arena']}/game/state", qos=1)
+        zed.loop_start()
+        assert referee.wait_until(lambda: got == [b"lobby"], 10), got
+    finally:
+        zed.loop_stop()
+        zed.disconnect()
+        referee.close()

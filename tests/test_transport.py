@@ -1,4 +1,4 @@
-"""Transport (spec section 10): teams play over TLS verified with the
+"""Transport (spec section 9): teams play over TLS verified with the
 organiser's CA; a sniffer on the wire sees the password and a plain join's
 secret on the plain listener and neither on the TLS one; the shipped broker
 configuration keeps plain text on loopback."""

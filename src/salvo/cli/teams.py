@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,6 +71,12 @@ def teams() -> None:
 @click.option("--mqtt-password", help="Use this MQTT password (default: a fresh random one).")
 @click.option("--secret", help="Use this game secret (default: a fresh random one).")
 @click.option("--replace", is_flag=True, help="Issue new credentials to an existing team.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the card as JSON (brokers, login, game secret, CA file and fingerprint, arena, tournament topic).",
+)
 def teams_add(
     name: str,
     registry: Path,
@@ -80,8 +87,10 @@ def teams_add(
     mqtt_password: str | None,
     secret: str | None,
     replace: bool,
+    as_json: bool,
 ) -> None:
-    """Register team NAME and print its connection card.
+    """Register team NAME and print its connection card (--json: as JSON,
+    for a team's automation; notes go to stderr either way).
 
     Writes the team's MQTT login to the broker's password file (mosquitto's
     $7$ format) and its rights to the ACL beside it (mosquitto re-reads both
@@ -104,7 +113,7 @@ def teams_add(
             replace=replace,
             acl=acl,
         )
-    click.echo(card.text(), nl=False)
+    click.echo(json.dumps(card.as_json(), indent=2) if as_json else card.text(), nl=not as_json)
     if not is_tls_url(broker_url):
         click.echo(
             f"warning: {broker_url} is plain text: the team's MQTT password (and a plain join's secret) cross"

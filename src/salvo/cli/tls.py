@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -38,9 +39,10 @@ from salvo.cli.common import local_files
 @click.option(
     "--days", type=click.IntRange(1, 825), default=365, show_default=True, help="Validity of the server certificate."
 )
-def tls(directory: Path, broker_dir: Path, hosts: tuple[str, ...], days: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print what was made as JSON (paths, names, fingerprint).")
+def tls(directory: Path, broker_dir: Path, hosts: tuple[str, ...], days: int, as_json: bool) -> None:
     """Make the broker's TLS certificate: a CA of your own, and a server
-    certificate it signs for the addresses teams use (spec section 10).
+    certificate it signs for the addresses teams use (spec section 9).
 
     An existing CA in the directory is kept (the teams' ca.crt stays valid)
     and only the server certificate is issued again, e.g. for a new venue
@@ -52,6 +54,19 @@ def tls(directory: Path, broker_dir: Path, hosts: tuple[str, ...], days: int) ->
 
     with local_files():
         issued = issue(directory, hosts, days=days, server_dir=broker_dir)
+    if as_json:
+        made = {
+            "ca_file": str(issued.ca_cert),
+            "ca_key": str(issued.ca_key),
+            "new_ca": issued.new_ca,
+            "ca_sha256": issued.ca_fingerprint,
+            "server_cert": str(issued.server_cert),
+            "server_key": str(issued.server_key),
+            "hosts": list(issued.hosts),
+            "not_after": issued.not_after.isoformat(),
+        }
+        click.echo(json.dumps(made, indent=2))
+        return
     ca_state = "new" if issued.new_ca else "kept: the teams' copies stay valid"
     click.echo(f"CA:          {issued.ca_cert} ({ca_state}); its key {issued.ca_key} stays with you")
     click.echo(f"server:      {issued.server_cert} and {issued.server_key}, until {issued.not_after:%Y-%m-%d}")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Final
 
 from salvo.referee.admission import Registry, Team, TeamsError, secret_verifier, write_atomically
+from salvo.spec.payloads import PROTOCOL_VERSION
 from salvo.spec.topics import TournamentTopics, access_filters, name_error
 
 #: What mosquitto_passwd uses for ``$7$`` hashes.
@@ -233,6 +234,25 @@ class Card:
             f"               (at the tournament: plays wherever /tournament/assignments/{self.name} says)\n"
             f"free play:     {self._bot_line(f'--prefix {shlex.quote(self.arena)}')}\n"
         )
+
+    def as_json(self) -> dict[str, object]:
+        """The card for a team's automation (``salvo teams add --json``):
+        everything its client's configuration needs, nothing to scrape."""
+        return {
+            "card": 1,  # this layout's version
+            "team": self.name,
+            "brokers": [self.broker],  # connect to any; on a cut, to the next
+            "tls": is_tls_url(self.broker),
+            "username": self.name,
+            "mqtt_password": self.mqtt_password,
+            "secret": self.secret,
+            # the CA file as handed out with the card, and its SHA-256 (None: the system's CAs)
+            "ca_file": self.ca_file,
+            "ca_sha256": self.ca_fingerprint,
+            "arena": self.arena,  # free play: the topic prefix of this arena
+            "tournament": TournamentTopics.assignment(self.name),  # where a tournament says where to play
+            "protocol": PROTOCOL_VERSION,
+        }
 
     def _bot_line(self, where: str) -> str:
         """``salvo bot`` as this team, the two secrets in its environment

@@ -1,4 +1,4 @@
-"""TLS for a venue's broker (spec section 10): a CA of the organiser's own
+"""TLS for a venue's broker (spec section 9): a CA of the organiser's own
 and a server certificate signed by it, for mosquitto's TLS listener.
 
 ``issue(directory, hosts, server_dir=...)`` writes four PEM files:

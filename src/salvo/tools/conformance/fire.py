@@ -96,9 +96,9 @@ def bad_messages(s: Session, team: Team, other: Team, third: Team, turn: int, ga
         )
         if k is not None:
             report = left.pop(k)
-            want = names_shot(topic, payload)
-            got = {key: report.get(key) for key in want}
-            s.note("fire.names_shot", got == want, f"message {i + 1} ({code}): {got} should be {want}")
+            echo = names_shot(topic, payload)
+            got = {key: report.get(key) for key in echo}
+            s.note("fire.names_shot", got == echo, f"message {i + 1} ({code}): {got} should be {echo}")
         others = [f"{v.get('code')}" if isinstance(v, dict) else repr(v) for v in left]
         s.note(
             case_id,
