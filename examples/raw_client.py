@@ -69,7 +69,7 @@ class RawClient:
         self.seen = {}  # topic -> latest payload (text)
         self.live = set()  # topics published since we subscribed (not a retained copy)
         self.refusals = []  # join refusals on the public /game/errors
-        self.shots_at_me = set()  # (turn, shot) of every hit notification: QoS 1 may deliver one twice
+        self.shots_at_me = set()  # (game, turn, shot) of every hit: QoS 1 may deliver one twice; (turn, shot) is per game
         self.cond = threading.Condition()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
         if args.ca_file:
@@ -109,7 +109,7 @@ class RawClient:
                 self.live.add(msg.topic)
             if msg.topic == self.t(f"/players/{self.name}/hit"):
                 hit = json.loads(text)
-                self.shots_at_me.add((hit["turn"], hit["shot"]))
+                self.shots_at_me.add((hit.get("game"), hit["turn"], hit["shot"]))
             elif msg.topic == self.t("/game/errors"):
                 report = json.loads(text)
                 if "request_id" in report:  # anybody's join refusal: join() picks ours
