@@ -130,3 +130,30 @@ def test_refused_login_is_a_clear_error(broker: Mosquitto, prefix: str) -> None:
     with pytest.raises(ConnectionRefusedError, match="refused 'alice'"):
         bad.connect(timeout=30)
     assert time.monotonic() - began < 10  # at the refusal, not at the end of the timeout
+
+
+def test_v21_joins_name_the_game_and_a_refused_shot_is_known_by_its_cell(
+    broker: Mosquitto, start_referee: Any, prefix: str
+) -> None:
+    """The SDK's join carries the /game/id it saw; a salvo fired out of turn
+    comes back from refused_shots() as the shots it refused, with the code."""
+    start_referee(turn_timeout=20)
+    watcher = Recorder(broker, "referee", [f"/{prefix}/game/request_participation", f"/{prefix}/game/id"])
+    with client(broker, prefix, "alice", sealed=False) as alice, client(broker, prefix, "bob", sealed=False) as bob:
+        game_id = watcher.wait(lambda m: m.topic.endswith("/game/id") and bool(m.payload)).text
+        alice.join()
+        bob.join()
+        joins = [m.json() for m in watcher.messages if m.topic.endswith("/request_participation")]
+        assert {j["name"]: j["game"] for j in joins} == {"alice": game_id, "bob": game_id}
+        alice.place_fleet(ROWS)
+        bob.place_fleet(COLUMNS)
+        assert alice.wait_until(lambda v: v.current is not None, 10)
+        waiting = alice if alice.view.current == "bob" else bob
+        victim = "bob" if waiting is alice else "alice"
+        waiting.fire_salvo([(victim, 3, 4), (victim, 5, 6)])
+        assert waiting.wait_until(lambda v: len(v.errors) == 2, 10), waiting.view.errors
+        assert sorted(waiting.refused_shots()) == [
+            ((victim, 3, 4), "not_current_player"),
+            ((victim, 5, 6), "not_current_player"),
+        ]
+    watcher.close()

@@ -18,6 +18,7 @@ from salvo.spec import crypto
 
 from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS
+from mosquitto import Mosquitto
 from mqttkit import Msg, Recorder, Team, wait_until
 
 
@@ -162,3 +163,57 @@ def test_garbage_on_every_inbound_topic_then_the_game_still_plays(turn: Arena) -
     for x in range(turn.game.allowed):
         turn.teams[cur].fire(other, x, 9, turn=turn.game.turn)
     turn.watcher.wait(lambda m: m.topic == f"{turn.P}/game/salvo", after=mark)
+
+
+# -- protocol v2.1 through the shipped broker configuration ----------------------------------
+
+
+def test_v21_a_refusal_names_its_shot_to_its_sender_and_hits_carry_the_game(turn: Arena, broker: Mosquitto) -> None:
+    """Through mosquitto's ACL: bob's shot out of turn is refused on bob's
+    own error topic, naming the shot (its signature's start, its cell), and
+    nowhere else; alice's hit on bob carries the game; /game/version is
+    readable by anybody."""
+    cur = turn.game.current
+    assert cur is not None
+    other = next(n for n in turn.teams if n != cur)
+    shooter, target = turn.teams[other], turn.teams[cur]
+    game_id, number = turn.game.game_id, turn.game.turn
+    before = turn.game.snapshot()
+    mark, mine, theirs = turn.watcher.mark(), shooter.conn.mark(), target.conn.mark()
+    sent = json.loads(shooter.fire(cur, 3, 4, number, game_id))
+    report = shooter.conn.wait(lambda m: m.topic == f"{turn.P}/players/{other}/error", after=mine).json()
+    assert report == {
+        "topic": f"{turn.P}/players/{cur}/fire",
+        "error": f"not your turn: it is {cur}'s",
+        "code": "not_current_player",
+        "signature": sent["signature"][:16],
+        "shot": {"target": cur, "x": 3, "y": 4},
+    }
+    # a refusal changes nothing but the spent nonce
+    after = turn.game.snapshot()
+    assert {k: v for k, v in after.items() if k != "players"} == {k: v for k, v in before.items() if k != "players"}
+    target.fire(other, 0, 9, number, game_id)
+    hit = shooter.conn.wait(lambda m: m.topic == f"{turn.P}/players/{other}/hit", after=mine).json()
+    assert hit == {"x": 0, "y": 9, "turn": number, "shot": 1, "game": game_id}
+    turn.sync()
+    assert not [m for m in target.conn.since(theirs) if m.topic.endswith("/error")]
+    assert not [m for m in turn.watcher.since(mark) if m.topic == f"{turn.P}/game/errors"]
+    anyone = Recorder(broker, None, [f"{turn.P}/game/version"])
+    try:
+        assert anyone.wait_for(f"{turn.P}/game/version", "2.1").retain
+    finally:
+        anyone.close()
+
+
+def test_v21_a_join_for_another_game_joins_nobody(lobby: Arena, make_team: TeamFactory) -> None:
+    carol = make_team("carol")
+    mark = lobby.watcher.mark()
+    carol.conn.publish(
+        f"{lobby.P}/game/request_participation",
+        json.dumps({"name": "carol", "secret": carol.secret, "request_id": "carol-1", "game": "0" * 16}),
+    )
+    report = lobby.report("/game/errors", mark, request_id="carol-1").json()
+    assert report["code"] == "wrong_game" and "'0000000000000000'" in report["error"]
+    lobby.sync()
+    assert not [m for m in lobby.watcher.since(mark) if m.topic.endswith(("/players/list", "/players/count"))]
+    assert "carol" not in lobby.game.players
