@@ -272,6 +272,7 @@ def test_a_refusal_the_broker_never_acknowledged_is_told_after_a_restart(tmp_pat
     (back,) = make_arenas(["p"], CONFIG, 3, key, again)
     assert [(p.topic, json.loads(p.payload)) for p in back.backlog] == [(told.topic, json.loads(told.payload))]
     assert json.loads(told.payload)["code"] == "not_current_player"
+    assert json.loads(told.payload)["shot"] == {"target": me, "x": 1, "y": 1}  # (v2.1) after a restart too
     again.close()
 
 

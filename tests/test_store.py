@@ -317,6 +317,8 @@ def test_a_closed_lobby_is_journaled_and_replayed(tmp_path: Path) -> None:
         Fire("alice", "a-b_C", 9, 0, None, None, None, 0.1),
         Fire('"q" \u00e9', 'odd "name" \u00e9', 3, 4, 0, 'g"', b"n" * 24, 1e21),
         Burn("bob", b"b" * 24, 3.0),
+        # (v2.1) with what its refusal echoes of the shot
+        Burn("bob", b"b" * 24, 3.0, "wrong_turn", "/players/a/fire", "wrong turn", "GBkaGxwdHh8gISIj", ("a", 3, 4)),
         Tick(5.5),
         Abandon("salvo referee --fresh", 6.25),
         CloseLobby("salvo referee --fresh", 6.25),  # Abandon's fields: told apart by type only
