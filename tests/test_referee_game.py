@@ -93,6 +93,7 @@ def test_full_three_player_game(
     assert watcher.wait_for(f"{P}/game/state", "lobby").retain
     game_id = watcher.wait_for(f"{P}/game/id")
     assert game_id.retain and len(game_id.text) == 16 and int(game_id.text, 16) >= 0
+    assert watcher.wait_for(f"{P}/game/version", "2.1").retain  # (v2.1)
 
     # -- lobby: joins (one plain, two sealed) -----------------------------------------
     teams["alice"].join()
@@ -155,7 +156,7 @@ def test_full_three_player_game(
         wait_until(lambda: len(target_rec.on(hit_topic, after=target_mark)) >= n_cells, what="hits")  # noqa: B023
         got = target_rec.on(hit_topic, after=target_mark)
         assert [m.json() for m in got] == [
-            {"x": x, "y": y, "turn": turn_no, "shot": k} for k, (x, y) in enumerate(cells, 1)
+            {"x": x, "y": y, "turn": turn_no, "shot": k, "game": game_id.text} for k, (x, y) in enumerate(cells, 1)
         ]
         assert not any(m.retain for m in got)
 
@@ -231,7 +232,8 @@ def test_full_three_player_game(
         fresh.wait_for(f"{P}/game/pubkey")
         fresh.wait_for(f"{P}/game/server", "up")
         retained = {m.topic: m.payload for m in fresh.messages if m.retain}
-        assert set(retained) == {f"{P}/game/state", f"{P}/game/id", f"{P}/game/server", f"{P}/game/pubkey"}
+        presence = {f"{P}/game/state", f"{P}/game/id", f"{P}/game/server", f"{P}/game/pubkey", f"{P}/game/version"}
+        assert set(retained) == presence
         assert retained[f"{P}/game/id"] != game_id.payload  # every game has a new id
     finally:
         fresh.close()

@@ -162,7 +162,9 @@ class ScriptedGame:
         rel = len(self.P)
         turns: dict[int, Any] = {}
         salvos: dict[int, Any] = {}
-        hits: dict[tuple[str, int, int], bytes] = {}  # a hit published again is the same hit
+        hits: dict[tuple[str, int, int], Any] = {}  # a hit published again is the same hit
+        # (each run's game has its own random id: a hit carries its run's)
+        ids = {m.text for m in self.watch.messages if m.topic[rel:] == "/game/id" and m.payload}
         flags: set[str] = set()
         final: dict[str, Any] = {}
         for m in self.watch.messages:
@@ -175,7 +177,8 @@ class ScriptedGame:
                 salvos[m.json()["turn"]] = m.json()
             elif topic.endswith("/hit"):
                 hit = m.json()
-                assert hits.setdefault((topic, hit["turn"], hit["shot"]), m.payload) == m.payload, "a hit changed"
+                assert hit.pop("game") in ids, f"a hit of no game this run published: {m.text}"
+                assert hits.setdefault((topic, hit["turn"], hit["shot"]), hit) == hit, "a hit changed"
             elif topic.endswith(("/sunk", "/defeated")):
                 flags.add(topic)
             elif topic == "/game/winner" or topic.startswith("/game/stats/"):
@@ -302,7 +305,8 @@ def test_a_new_referee_clears_stale_retained_state(
         fresh.wait(lambda m: m.payload == marker)
         latest = {m.topic: m.payload for m in fresh.messages if m.retain}  # an empty payload clears
         retained = {topic for topic, payload in latest.items() if payload}
-        assert retained == {f"{P}/game/server", f"{P}/game/pubkey", f"{P}/game/state", f"{P}/game/id"}, retained
+        presence = {f"{P}/game/server", f"{P}/game/pubkey", f"{P}/game/version", f"{P}/game/state", f"{P}/game/id"}
+        assert retained == presence, retained
         make_team("alice").join()  # and the referee still hears its teams
         fresh.wait_for(f"{P}/players/list", '["alice"]')
     finally:

@@ -111,8 +111,8 @@ def _kill_at(run: Run, action: str) -> None:
             time.sleep(0.002)
     elif action == "salvo":
         n, k, target = run.shot
-        tail = f'"turn":{n},"shot":{k}}}'.encode()
-        run.await_(lambda m: m.topic == t.hit(target) and m.payload.endswith(tail), 0, f"hit {k} of turn {n}")
+        part = f'"turn":{n},"shot":{k},'.encode()  # (the game follows: v2.1)
+        run.await_(lambda m: m.topic == t.hit(target) and part in m.payload, 0, f"hit {k} of turn {n}")
     elif action == "reset":
         deadline = run.watch.latest(t.deadline)
         at = float(deadline.json()["at"]) if deadline and deadline.payload else time.time()
@@ -350,7 +350,7 @@ def _damage_at(run: Run, action: str) -> None:
         if (code := run.start("--fresh")) is not None:
             raise Stalled(f"--fresh exited with {code}: {run.ref.tail()}")
         kept = run.retained()
-        stale = sorted(set(kept) - {t.server, t.pubkey, t.lease, t.state, t.game_id})
+        stale = sorted(set(kept) - {t.server, t.pubkey, t.version, t.lease, t.state, t.game_id})
         if kept.get(t.state) != "lobby" or kept.get(t.game_id) in run.ids or stale:
             run.violation("wrong", f"after --fresh: state {kept.get(t.state)}, id {kept.get(t.game_id)}, kept {stale}")
     raise GiveUp

@@ -443,7 +443,8 @@ class Run:
         for ev in events:
             if isinstance(ev, Fire):
                 count[ev.turn] += 1
-                shots.add(f'{ev.target} {{"x":{ev.x},"y":{ev.y},"turn":{ev.turn},"shot":{count[ev.turn]}}}')
+                hit = f'"x":{ev.x},"y":{ev.y},"turn":{ev.turn},"shot":{count[ev.turn]},"game":"{ev.game}"'
+                shots.add(f"{ev.target} {{{hit}}}")
         for i in range(self.game_start, self.watch.mark()):
             m = self.watch.messages[i]
             hit = self.t.parse_outbound(m.topic)
@@ -570,8 +571,8 @@ class Run:
                 tracer.kill()
                 tracer.wait()
             grew = spool.stat().st_size > size
-            hit = f'"turn":{n},"shot":{k}}}'.encode()
-            told = self.watch.wait(lambda m: m.topic == self.t.hit(target) and m.payload.endswith(hit), mark, 0.3)
+            hit = f'"turn":{n},"shot":{k},'.encode()  # (the game follows: v2.1)
+            told = self.watch.wait(lambda m: m.topic == self.t.hit(target) and hit in m.payload, mark, 0.3)
             fault = self.kill(KILLS["journal"], down=self.bg.uniform(0, 0.5))
         fault.outcome.update(journaled=grew, published=told is not None, how=how)
 

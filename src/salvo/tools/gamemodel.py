@@ -230,7 +230,7 @@ class _Judge:
         t, model, bad = self.t, self.model, self.bad
         topic, text = m.topic, m.text
         # the referee's own, not the game's; and the harness's marker
-        own = (t.sweep, t.probe, t.lease, t.server, t.pubkey, t.tool_marker("chaos"))
+        own = (t.sweep, t.probe, t.lease, t.server, t.pubkey, t.version, t.tool_marker("chaos"))
         if t.parse_inbound(topic) is not None or topic in own:
             return
         route = t.parse_outbound(topic)
