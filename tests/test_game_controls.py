@@ -182,7 +182,7 @@ def test_a_paused_game_shows_it_lets_no_turn_time_out_and_finishes_once_resumed(
         # turn did not time out while the clock was stopped.
         time.sleep(3 * 1.5)
         shooter.fire(target, 9, 9, 1)
-        on(t.hit(target), lambda v: v == {"x": 9, "y": 9, "turn": 1, "shot": 1})
+        on(t.hit(target), lambda v: v == {"x": 9, "y": 9, "turn": 1, "shot": 1, "game": shooter.game_id()})
         assert json.loads(watch.text(t.turn) or "{}")["turn"] == 1
 
         assert ref.resume_game(prefix)
