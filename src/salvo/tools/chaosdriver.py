@@ -443,8 +443,8 @@ class Run:
         for ev in events:
             if isinstance(ev, Fire):
                 count[ev.turn] += 1
-                hit = f'"x":{ev.x},"y":{ev.y},"turn":{ev.turn},"shot":{count[ev.turn]},"game":"{ev.game}"'
-                shots.add(f"{ev.target} {{{hit}}}")
+                fields = f'"x":{ev.x},"y":{ev.y},"turn":{ev.turn},"shot":{count[ev.turn]},"game":"{ev.game}"'
+                shots.add(f"{ev.target} {{{fields}}}")
         for i in range(self.game_start, self.watch.mark()):
             m = self.watch.messages[i]
             hit = self.t.parse_outbound(m.topic)
