@@ -52,9 +52,9 @@ def preflight(s: Session) -> str:
         expect((snap or s.retained([t.pubkey])).get(t.pubkey) == key.text, "/game/pubkey is not retained")
         s.pubkey = key.text
     with s.case("presence.version"):
-        version = obs.wait(lambda m: m.topic == t.version and bool(m.payload), timeout=5, what="/game/version")
-        expect(version.text == "2.1", f"/game/version should be 2.1: {version.text[:40]!r}")
-        expect(version.retain or s.retained([t.version]).get(t.version) == "2.1", "/game/version is not retained")
+        version = obs.wait(lambda m: m.topic == t.version and bool(m.payload), timeout=5, what=t.version)
+        expect(version.text == "2.1", f"{t.version} should be 2.1: {version.text[:40]!r}")
+        expect(version.retain or s.retained([t.version]).get(t.version) == "2.1", f"{t.version} is not retained")
     if s.failed("presence.lobby"):
         raise Abort("no idle lobby")
     game_id = ""
