@@ -7,9 +7,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from salvo.spec.rules import FLEET, SHIP_IDS, Orientation, Placement
+from salvo.spec.rules import SHIP_IDS, Orientation, Placement
+from salvo.tools.conformance.model import as_fleet
+from salvo.tools.oracle import Oracle
 
 from conftest import RefereeFactory, TeamFactory
 from kit import COLUMNS, ROWS, all_cells
@@ -22,23 +23,16 @@ PRIORITY = ["carol", "bob", "alice"]  # whom everybody shoots first
 INBOUND = ("/fire", "/place", "/request_participation")
 
 
-@dataclass
-class Model:
-    """What the referee must conclude, computed by the test on its own."""
+class Model(Oracle):
+    """What the referee must conclude: the shared oracle, with this test's salvos."""
 
-    hit_cells: dict[str, set[tuple[int, int]]] = field(default_factory=lambda: {n: set() for n in FLEETS})
-    sunk: dict[str, list[str]] = field(default_factory=lambda: {n: [] for n in FLEETS})
-    defeated: dict[str, int] = field(default_factory=dict)
-    shots: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FLEETS, 0))
-    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FLEETS, 0))
-    credits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FLEETS, 0))
-
-    def afloat(self, name: str) -> int:
-        return 5 - len(self.sunk[name])
+    def __init__(self) -> None:
+        # the fleets' order, not the play order: the order sinks are checked in
+        super().__init__({n: as_fleet(f) for n, f in FLEETS.items()}, list(FLEETS))
 
     def salvo(self, shooter: str, turn: int, allowed: int) -> tuple[str, list[tuple[int, int]]]:
         target = next(n for n in PRIORITY if n != shooter and n not in self.defeated)
-        todo = [c for c in all_cells(FLEETS[target]) if c not in self.hit_cells[target]]
+        todo = [c for c in all_cells(FLEETS[target]) if c not in self.hit[target]]
         empty = [(x, y) for y in range(10) for x in range(10) if (x, y) not in all_cells(FLEETS[target])]
         cells = todo[: max(1, allowed - 1)]
         return target, cells + empty[: allowed - len(cells)]
@@ -46,24 +40,8 @@ class Model:
     def apply(
         self, shooter: str, turn: int, target: str, cells: list[tuple[int, int]]
     ) -> tuple[int, list[tuple[str, str]], list[str]]:
-        ship_cells = set(all_cells(FLEETS[target]))
-        hits = sum(c in ship_cells for c in cells)
-        self.shots[shooter] += len(cells)
-        self.hits[shooter] += hits
-        self.hit_cells[target] |= {c for c in cells if c in ship_cells}
-        sunk = []
-        for owner in FLEETS:
-            for ship in SHIP_IDS:
-                placement = FLEETS[owner][ship]
-                cs = {(c % 10, c // 10) for c in placement.cells(FLEET[ship])}
-                if ship not in self.sunk[owner] and cs <= self.hit_cells[owner]:
-                    self.sunk[owner].append(ship)
-                    sunk.append((owner, ship))
-                    self.credits[shooter] += owner != shooter
-        newly = [n for n in FLEETS if n not in self.defeated and not self.afloat(n)]
-        for n in newly:
-            self.defeated[n] = turn
-        return hits, sunk, newly
+        outcome = self.fire(shooter, turn, [(target, c) for c in cells])
+        return outcome.hits, outcome.sunk, outcome.defeated
 
 
 def referee_published(messages: list[Msg]) -> list[Msg]:
@@ -205,17 +183,7 @@ def test_full_three_player_game(
     for name in FLEETS:
         stats = watcher.wait_for(f"{P}/game/stats/players/{name}")
         assert stats.retain
-        lasted = {n: model.defeated.get(n, 10**9) for n in FLEETS}
-        assert stats.json() == {
-            "place": 1 + sum(lasted[o] > lasted[name] for o in FLEETS),
-            "shots": model.shots[name],
-            "hits": model.hits[name],
-            "accuracy": round(model.hits[name] / model.shots[name], 4) if model.shots[name] else 0.0,
-            "ships_sunk": model.credits[name],
-            "ships_lost": len(model.sunk[name]),
-            "defeated_in_turn": model.defeated.get(name),
-            "reason": "sunk" if name in model.defeated else None,
-        }
+        assert stats.json() == model.stats(name)
     over_msg = watcher.wait_for(f"{P}/game/state", "over")
     assert over_msg.retain
     assert json.loads(watcher.text(f"{P}/game/deadline") or "null")["phase"] == "reset"

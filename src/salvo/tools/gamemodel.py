@@ -1,9 +1,8 @@
-"""An independent model of one game of Battleship: Salvo, and its verdict on
-what a referee published.
+"""The chaos harness's verdict on what a referee published for one game.
 
-Written from the protocol (spec sections 5-7), not from the engine: it shares
-no code with :mod:`salvo.game.engine` or :mod:`salvo.spec.rules` (only topic names). It
-knows every fleet, plans every salvo, and predicts every published result:
+:class:`GameModel` plays the game on the shared oracle
+(:mod:`salvo.tools.oracle`, written from the protocol, not from the engine):
+it knows every fleet, plans every salvo, and predicts every published result:
 turn announcements, hits, salvo records, sinks, defeats, the winner and the
 stats. :func:`check` then judges a recorded message log against it.
 ``salvo stress chaos`` (:mod:`salvo.tools.chaos`) drives it under fault injection.
@@ -14,37 +13,14 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from salvo.net.watch import Msg
 from salvo.spec.topics import Outbound, Topics
+from salvo.tools.oracle import SHIPS, Cell, Fleet, Oracle, random_fleet
 
-SHIPS = {"carrier": 5, "battleship": 4, "destroyer": 3, "submarine": 3, "patrolboat": 2}
-Cell = tuple[int, int]
-#: ship -> (x, y, orientation): the top-left cell, HORIZONTAL towards +x
-Fleet = dict[str, tuple[int, int, str]]
-
-
-def cells_of(x: int, y: int, orientation: str, length: int) -> list[Cell]:
-    return [(x + i, y) if orientation == "HORIZONTAL" else (x, y + i) for i in range(length)]
-
-
-def random_fleet(rng: random.Random) -> Fleet:
-    """Five ships at random places, on the board, not overlapping."""
-    taken: set[Cell] = set()
-    fleet: Fleet = {}
-    for ship, n in SHIPS.items():
-        while True:
-            orientation = rng.choice(("HORIZONTAL", "VERTICAL"))
-            x = rng.randrange(11 - n if orientation == "HORIZONTAL" else 10)
-            y = rng.randrange(10 if orientation == "HORIZONTAL" else 11 - n)
-            cells = set(cells_of(x, y, orientation, n))
-            if not cells & taken:
-                break
-        taken |= cells
-        fleet[ship] = (x, y, orientation)
-    return fleet
+__all__ = ["SHIPS", "GameModel", "Violation", "check", "random_fleet"]
 
 
 @dataclass(frozen=True)
@@ -54,40 +30,20 @@ class Violation:
     at: int  # index in the watcher's log the violation was seen at (-1: none)
 
 
-@dataclass
-class GameModel:
+class GameModel(Oracle):
     """What the referee must conclude, for a game whose players joined in
-    ``joined`` order and completed their fleets in ``order`` (the play order)."""
+    ``joined`` order and completed their fleets in ``order`` (the play order):
+    the oracle's game, and what must be published turn by turn."""
 
-    fleets: dict[str, Fleet]
-    joined: list[str]
-    order: list[str]
-    ships: dict[str, dict[Cell, str]] = field(init=False)
-    hit: dict[str, set[Cell]] = field(init=False)
-    sunk: dict[str, list[str]] = field(init=False)
-    defeated: dict[str, int] = field(default_factory=dict)
-    shots: dict[str, int] = field(init=False)
-    hits: dict[str, int] = field(init=False)
-    credits: dict[str, int] = field(init=False)
-    turn: int = 0
-    current: str = ""
-    over: bool = False
-    winner: str = ""
-    # Predictions, by turn
-    turns: dict[int, dict[str, Any]] = field(default_factory=dict)
-    salvos: dict[int, dict[str, Any]] = field(default_factory=dict)
-    planned: dict[int, tuple[str, list[Cell]]] = field(default_factory=dict)
-    sunk_in: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.ships = {
-            n: {c: s for s, (x, y, o) in f.items() for c in cells_of(x, y, o, SHIPS[s])} for n, f in self.fleets.items()
-        }
-        self.hit = {n: set() for n in self.order}
-        self.sunk = {n: [] for n in self.order}
-        self.shots = dict.fromkeys(self.order, 0)
-        self.hits = dict.fromkeys(self.order, 0)
-        self.credits = dict.fromkeys(self.order, 0)
+    def __init__(self, fleets: dict[str, Fleet], joined: list[str], order: list[str]):
+        super().__init__(fleets, order)
+        self.joined = joined
+        self.turn = 0
+        self.current = ""
+        # Predictions, by turn
+        self.turns_announced: dict[int, dict[str, Any]] = {}
+        self.salvos: dict[int, dict[str, Any]] = {}
+        self.planned: dict[int, tuple[str, list[Cell]]] = {}
 
     def start(self, first: str) -> None:
         """Turn 1 goes to ``first`` (the referee draws it at random)."""
@@ -96,12 +52,12 @@ class GameModel:
     def _announce(self, player: str) -> None:
         self.turn += 1
         self.current = player
-        self.turns[self.turn] = {"turn": self.turn, "player": player, "shots": 5 - len(self.sunk[player])}
+        self.turns_announced[self.turn] = {"turn": self.turn, "player": player, "shots": self.afloat(player)}
 
     def plan(self, rng: random.Random) -> tuple[str, list[Cell]]:
         """The current player's salvo: one target still in, mostly cells of its
         ships not hit yet, a cell hit before now and then, the rest misses."""
-        allowed = self.turns[self.turn]["shots"]
+        allowed = self.turns_announced[self.turn]["shots"]
         target = rng.choice([n for n in self.order if n != self.current and n not in self.defeated])
         ship_cells = self.ships[target]
         todo = sorted(c for c in ship_cells if c not in self.hit[target])
@@ -119,50 +75,12 @@ class GameModel:
         """The salvo is fired: predict its results and what comes next."""
         shooter, n = self.current, self.turn
         self.planned[n] = (target, list(cells))
-        landed = [c for c in cells if c in self.ships[target]]
-        self.shots[shooter] += len(cells)
-        self.hits[shooter] += len(landed)
-        self.hit[target] |= set(landed)
-        self.salvos[n] = {"turn": n, "player": shooter, "shots": len(cells), "hits": len(landed)}
-        for owner in self.order:
-            for ship, (x, y, o) in self.fleets[owner].items():
-                if ship not in self.sunk[owner] and set(cells_of(x, y, o, SHIPS[ship])) <= self.hit[owner]:
-                    self.sunk[owner].append(ship)
-                    self.sunk_in[owner, ship] = n
-                    self.credits[shooter] += owner != shooter
-        for name in self.order:
-            if name not in self.defeated and len(self.sunk[name]) == len(SHIPS):
-                self.defeated[name] = n
-        alive = [p for p in self.order if p not in self.defeated]
-        if len(alive) <= 1:
-            self.over, self.winner, self.current = True, alive[0] if alive else "", ""
+        outcome = self.fire(shooter, n, [(target, c) for c in cells])
+        self.salvos[n] = {"turn": n, "player": shooter, "shots": len(cells), "hits": outcome.hits}
+        if self.over:
+            self.current = ""
             return
-        i = self.order.index(shooter)
-        self._announce(next(p for p in self.order[i + 1 :] + self.order[: i + 1] if p not in self.defeated))
-
-    def summary(self) -> dict[str, Any]:
-        """``/game/stats/summary`` but its duration."""
-        return {
-            "winner": self.winner or None,
-            "turns": self.turn,
-            "shots": sum(self.shots.values()),
-            "hits": sum(self.hits.values()),
-            "termination": "victory" if self.winner else "draw",
-        }
-
-    def stats(self, name: str) -> dict[str, Any]:
-        lasted = {p: self.defeated.get(p, 10**9) for p in self.order}
-        shots, hits = self.shots[name], self.hits[name]
-        return {
-            "place": 1 + sum(lasted[p] > lasted[name] for p in self.order),
-            "shots": shots,
-            "hits": hits,
-            "accuracy": round(hits / shots, 4) if shots else 0.0,
-            "ships_sunk": self.credits[name],
-            "ships_lost": len(self.sunk[name]),
-            "defeated_in_turn": self.defeated.get(name),
-            "reason": "sunk" if name in self.defeated else None,
-        }
+        self._announce(self.next_after(shooter))
 
 
 def check(
@@ -318,7 +236,7 @@ class _Judge:
 
     def _turn_or_salvo(self, i: int, m: Msg) -> None:
         j, turn = m.json(), m.topic == self.t.turn
-        want = (self.model.turns if turn else self.model.salvos).get(j.get("turn"))
+        want = (self.model.turns_announced if turn else self.model.salvos).get(j.get("turn"))
         what, highest = ("turn", self.max_turn) if turn else ("salvo", self.max_salvo)
         if j != want:
             self.bad("wrong", f"{what} {m.text}, the model says {want}", i)
@@ -370,7 +288,7 @@ def _missing(
     end: int,
 ) -> list[Violation]:
     """Every prediction of a game played to its end must have been published."""
-    want = [f"turn{n}" for n in model.turns] + [f"salvo{n}" for n in model.salvos]
+    want = [f"turn{n}" for n in model.turns_announced] + [f"salvo{n}" for n in model.salvos]
     want += [t.sunk(o, s) for o, s in model.sunk_in] + [t.defeated(n) for n in model.defeated]
     want += [t.winner, t.stats_summary] + [t.stats_player(n) for n in model.order]
     lost = [Violation("lost", f"never published: {w}", end) for w in want if w not in first]

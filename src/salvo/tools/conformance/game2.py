@@ -10,7 +10,7 @@ from salvo.net.watch import wait_until
 from salvo.spec.rules import SHIP_IDS
 from salvo.spec.topics import Outbound
 from salvo.tools.conformance.lobby import fill_lobby
-from salvo.tools.conformance.model import Board, fleet_columns, fleet_rows
+from salvo.tools.conformance.model import empty_cells_of, fleet_columns, fleet_rows
 from salvo.tools.conformance.over import retained_json
 from salvo.tools.conformance.session import Session
 from salvo.tools.conformance.verdict import Abort, CaseFailed, expect, field_is, json_or_none, obj
@@ -86,7 +86,7 @@ def game2(s: Session) -> None:
         raise Abort(f"game 2's first turn names {first['player']!r}")
     active = b if idle is a else a
     fleets = {a.name: fleet_a, b.name: fleet_b}
-    empty_of = {n: Board(f).empty_cells() for n, f in fleets.items()}
+    empty_of = {n: empty_cells_of(f) for n, f in fleets.items()}
     salvo = None
     with s.case("robust.continues"):
         # the idle player fires one shot, then lets the turn time out

@@ -1,77 +1,38 @@
-"""The suite's own model of a game: what must happen, given the shots the
-referee accepted. The rules come from the protocol (salvo.spec.rules is its
-board and fleet, no referee code)."""
+"""The suite's script of game 1, played on the shared oracle
+(:mod:`salvo.tools.oracle`): what must happen, given the shots the referee
+accepted. The fleets are sent as the wire's placements (salvo.spec.rules);
+the rules they are judged by are the oracle's, no referee code."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from salvo.spec.rules import BOARD_SIZE, FLEET, SHIP_IDS, Orientation, Placement, cell
+from salvo.spec.rules import SHIP_IDS, Orientation, Placement
+from salvo.tools.oracle import Cell, Fleet, Oracle, empty_cells
 
 H, V = Orientation.HORIZONTAL, Orientation.VERTICAL
 
 
-@dataclass
-class Board:
-    fleet: dict[str, Placement]
-    hit: set[int] = field(default_factory=set)
-    sunk: list[str] = field(default_factory=list)
-
-    def ships(self) -> dict[int, str]:
-        return {c: s for s, p in self.fleet.items() for c in p.cells(FLEET[s])}
-
-    def empty_cells(self) -> list[tuple[int, int]]:
-        taken = self.ships()
-        return [(c % BOARD_SIZE, c // BOARD_SIZE) for c in range(BOARD_SIZE**2) if c not in taken]
-
-    def unhit_ship_cells(self) -> list[tuple[int, int]]:
-        return [
-            (c % BOARD_SIZE, c // BOARD_SIZE)
-            for s in SHIP_IDS
-            for c in self.fleet[s].cells(FLEET[s])
-            if c not in self.hit
-        ]
+def as_fleet(placements: dict[str, Placement]) -> Fleet:
+    """The wire's placements as the oracle's fleet."""
+    return {s: (p.x, p.y, p.orientation.value) for s, p in placements.items()}
 
 
-@dataclass
-class Model:
-    boards: dict[str, Board]
-    order: list[str] = field(default_factory=list)
-    defeated: dict[str, int] = field(default_factory=dict)
-    shots: dict[str, int] = field(default_factory=dict)
-    hits: dict[str, int] = field(default_factory=dict)
+def empty_cells_of(placements: dict[str, Placement]) -> list[Cell]:
+    return empty_cells(as_fleet(placements))
 
-    def afloat(self, name: str) -> int:
-        return len(FLEET) - len(self.boards[name].sunk)
 
-    def next_after(self, name: str) -> str:
-        i = self.order.index(name)
-        return next(n for n in self.order[i + 1 :] + self.order[: i + 1] if n not in self.defeated)
+class Model(Oracle):
+    """Game 1 on the oracle, with the suite's plan of every salvo."""
+
+    def __init__(self, placements: dict[str, dict[str, Placement]], order: list[str]):
+        super().__init__({n: as_fleet(p) for n, p in placements.items()}, order)
 
     def apply(
         self, shooter: str, turn: int, shots: list[tuple[str, int, int]]
     ) -> tuple[int, set[tuple[str, str]], set[str]]:
         """A salvo's accepted shots: its hits, the ships it sank, the players
         it defeated."""
-        hits = 0
-        for target, x, y in shots:
-            b = self.boards[target]
-            if cell(x, y) in b.ships():
-                hits += 1
-                b.hit.add(cell(x, y))
-        self.shots[shooter] = self.shots.get(shooter, 0) + len(shots)
-        self.hits[shooter] = self.hits.get(shooter, 0) + hits
-        sunk = set()
-        for owner in self.order:
-            b = self.boards[owner]
-            for ship in SHIP_IDS:
-                if ship not in b.sunk and set(b.fleet[ship].cells(FLEET[ship])) <= b.hit:
-                    b.sunk.append(ship)
-                    sunk.add((owner, ship))
-        newly = {n for n in self.order if n not in self.defeated and not self.afloat(n)}
-        for n in newly:
-            self.defeated[n] = turn
-        return hits, sunk, newly
+        outcome = self.fire(shooter, turn, [(target, (x, y)) for target, x, y in shots])
+        return outcome.hits, set(outcome.sunk), set(outcome.defeated)
 
     def plan(self, names: tuple[str, str, str], shooter: str, n: int) -> list[tuple[str, int, int]]:
         """Game 1's script, for teams ``(a, b, c)``: c dies first, then b; a
@@ -79,14 +40,14 @@ class Model:
         gone. The first salvo at c repeats a cell (both shots must hit)."""
         a, b, c = names
         if shooter == c:
-            return [(c, x, y) for x, y in self.boards[c].empty_cells()[:n]]
+            return [(c, x, y) for x, y in empty_cells(self.fleets[c])[:n]]
         victim = c if c not in self.defeated else b
         if shooter == b and victim == b:
-            return [(a, x, y) for x, y in self.boards[a].empty_cells()[:n]]
-        todo = self.boards[victim].unhit_ship_cells()
-        if not self.boards[victim].hit and n >= 2 and todo:
+            return [(a, x, y) for x, y in empty_cells(self.fleets[a])[:n]]
+        todo = self.unhit_ship_cells(victim)
+        if not self.hit[victim] and n >= 2 and todo:
             todo = [todo[0], *todo]
-        cells = todo[:n] + self.boards[victim].empty_cells()[: max(0, n - len(todo))]
+        cells = todo[:n] + empty_cells(self.fleets[victim])[: max(0, n - len(todo))]
         return [(victim, x, y) for x, y in cells]
 
 

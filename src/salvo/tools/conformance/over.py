@@ -46,7 +46,7 @@ def check_over(s: Session, g: Game1, model: Model, winner: str) -> None:
             expect(set(st) >= PLAYER_FIELDS, f"{name}: fields {sorted(st)}")
             expect(st["shots"] == model.shots.get(name, 0), f"{name}: shots {st['shots']}")
             expect(st["hits"] == model.hits.get(name, 0), f"{name}: hits {st['hits']}")
-            expect(st["ships_lost"] == len(model.boards[name].sunk), f"{name}: ships_lost {st['ships_lost']}")
+            expect(st["ships_lost"] == len(model.sunk[name]), f"{name}: ships_lost {st['ships_lost']}")
             expect(st["defeated_in_turn"] == model.defeated.get(name), f"{name}: defeated_in_turn")
             expect((st["place"] == 1) == (name == winner), f"{name}: place {st['place']}")
             expect(st["reason"] != "timeout", f"{name} was sunk, not timed out")

@@ -8,7 +8,7 @@ import time
 
 from salvo.spec.rules import Placement
 from salvo.tools.conformance.lobby import Game1
-from salvo.tools.conformance.model import Board, H, Model
+from salvo.tools.conformance.model import H, Model
 from salvo.tools.conformance.place import FLEET_A, FLEET_B, FLEET_C
 from salvo.tools.conformance.session import Session
 from salvo.tools.conformance.verdict import expect, obj
@@ -44,4 +44,4 @@ def deadline_start(s: Session, g: Game1) -> Model:
             m2 = obs.mark()
             a.place("carrier", Placement(5, 9, H))
             s.error_after(t.ship_error(a.name, "carrier"), m2, code="not_in_lobby")
-    return Model({a.name: Board(FLEET_A), b.name: Board(FLEET_B), c.name: Board(FLEET_C)}, order=order)
+    return Model({a.name: FLEET_A, b.name: FLEET_B, c.name: FLEET_C}, order=order)
