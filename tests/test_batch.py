@@ -19,8 +19,9 @@ import pytest
 from nacl.public import PrivateKey
 
 from salvo.arena.arena import Arena, DeriveKey, Effect, Record
-from salvo.arena.journal import Store, StoreFailure
+from salvo.arena.journal import Store
 from salvo.arena.resume import make_arenas
+from salvo.arena.statefile import StoreFailure
 from salvo.game.events import Config, Tick
 from salvo.referee.batch import BATCH_MAX, QOS0_BACKLOG, Batch, Dispatcher, KeyDone, Message
 from salvo.referee.flood import BROKER_INFLIGHT, REPORTS_PER_S, LagClock

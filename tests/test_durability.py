@@ -15,8 +15,9 @@ import pytest
 from nacl.public import PrivateKey
 
 from salvo.arena.arena import Record
-from salvo.arena.journal import Store, StoreDamaged, StoreFailure, backup, set_aside
+from salvo.arena.journal import Store
 from salvo.arena.resume import make_arenas
+from salvo.arena.statefile import StoreDamaged, StoreFailure, backup, set_aside
 from salvo.game.events import Abandon, Config, Event, Extend, Phase, Place, Tick
 from salvo.referee.ownership import FREE_PLAY, TOURNAMENT, Lease, Progress, Sighting, lag, verdict
 from salvo.spec import crypto, payloads

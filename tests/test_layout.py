@@ -95,3 +95,13 @@ def test_public_paths_name_the_real_homes_objects(public: str) -> None:
             # a class is the real home's object, never a copy defined in the facade
             assert home != facade.__name__, (public, name)
             assert getattr(importlib.import_module(home), name) is obj
+
+
+MAX_LINES = 600
+
+
+def test_no_module_is_over_600_lines() -> None:
+    # CONTRIBUTING.md: a module over this is split along a seam, not let grow
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert len(sizes) > 100  # the walk found the package
+    assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}

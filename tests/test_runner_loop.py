@@ -21,8 +21,9 @@ import paho.mqtt.client as paho
 import pytest
 
 from salvo.arena.arena import Log
-from salvo.arena.journal import Store, StoreFailure
+from salvo.arena.journal import Store
 from salvo.arena.resume import make_arenas
+from salvo.arena.statefile import StoreFailure
 from salvo.game.events import Config, Event
 from salvo.net.link import CONNECT_TIMEOUT_S, RETRY_MAX_S, RETRY_MIN_S, Link, acknowledged
 from salvo.net.loop import Loop

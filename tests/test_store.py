@@ -17,11 +17,12 @@ from nacl.public import PrivateKey
 
 from salvo.arena import journalformat
 from salvo.arena.arena import Arena
-from salvo.arena.journal import StateInUse, Store
+from salvo.arena.journal import Store
 from salvo.arena.journalformat import config_from_json, config_to_json, event_from_json, event_text, event_to_json
 from salvo.arena.resume import make_arenas
+from salvo.arena.statefile import StateInUse
 from salvo.cli import ExitCode, main
-from salvo.game.engine import KEYED_DRAW, Game, draw_for
+from salvo.game.engine import Game
 from salvo.game.events import (
     Abandon,
     Accepted,
@@ -38,6 +39,7 @@ from salvo.game.events import (
     Result,
     Tick,
 )
+from salvo.game.identity import KEYED_DRAW, draw_for
 from salvo.referee.batch import Batch
 from salvo.spec.codec import dumps
 from salvo.spec.payloads import Publish

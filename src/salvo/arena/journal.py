@@ -26,7 +26,6 @@ so they are created mode 0600.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -46,6 +45,7 @@ from salvo.arena.journalformat import (
     parse_spool_line,
     spool_line,
 )
+from salvo.arena.statefile import MACHINE, StateInUse, StoreDamaged, StoreFailure, damage, failure
 from salvo.game.events import Burn, Config, Configure, Event, Fire, Place
 from salvo.spec.codec import dumps
 
@@ -101,92 +101,6 @@ log = logging.getLogger("salvo.arena.journal")
 
 #: Once the spool holds this much and all of it is in SQLite, it is emptied.
 SPOOL_RESET_BYTES: Final = 1 << 20
-
-
-class StateInUse(OSError):
-    """Another referee holds this state file."""
-
-
-class StoreFailure(OSError):
-    """The state file cannot be written (disk full, I/O error): the referee
-    must stop before it publishes anything that is not durable. Everything
-    durable before stays (the spool is never emptied after a failure), and a
-    referee started again once the fault is fixed continues from there."""
-
-
-class StoreDamaged(StoreFailure):
-    """The state file is not what a referee left: emptied, not SQLite, or
-    unreadable. Nothing is written to it; ``set_aside`` moves it out of the
-    way for a fresh start on purpose (``salvo referee --fresh``)."""
-
-
-#: The first bytes of every SQLite database file.
-SQLITE_MAGIC: Final = b"SQLite format 3\x00"
-#: The files that make one state file, beside its own name.
-SIDE_FILES: Final = ("-wal", "-shm", "-spool")
-
-
-def _machine() -> str:
-    """This machine's id, when it has one (containers often do not: their
-    files' devices and inodes tell them apart well enough)."""
-    try:
-        return Path("/etc/machine-id").read_text().strip()
-    except OSError:
-        return ""
-
-
-_MACHINE: Final = _machine()
-
-
-def _size(path: Path | str) -> int:
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return -1
-
-
-def damage(path: Path) -> str | None:
-    """What is wrong with the state file at ``path``, or None. A missing or
-    empty file with nothing beside it is a new one, not a damaged one."""
-    size = _size(path)
-    if size > 0:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-        if head != SQLITE_MAGIC:
-            return f"the state file {path} is not an SQLite database (it starts {head[:16]!r})"
-        return None
-    left = [f"{path}{side}" for side in ("-wal", "-spool") if _size(f"{path}{side}") > 0]
-    if left:
-        what = "missing" if size < 0 else "empty (0 bytes)"
-        return (
-            f"the state file {path} is {what} while {' and '.join(left)} still hold events: it was truncated or deleted"
-        )
-    return None
-
-
-def set_aside(path: Path, stamp: str) -> list[Path]:
-    """Rename a damaged state file and its side files to ``<name>.damaged-<stamp>...``
-    (kept for inspection, never deleted); the moved paths."""
-    moved = []
-    for side in ("", *SIDE_FILES):
-        src = Path(f"{path}{side}")
-        if src.exists():
-            dst = Path(f"{path}.damaged-{stamp}{side}")
-            src.rename(dst)
-            moved.append(dst)
-    return moved
-
-
-def _failure(path: Path, exc: BaseException) -> StoreFailure:
-    """A readable reason for a write that failed."""
-    if isinstance(exc, OSError):
-        full, io = exc.errno in (errno.ENOSPC, errno.EDQUOT), exc.errno == errno.EIO
-    else:
-        # SQLite's primary result code is the low byte of the extended one.
-        code = getattr(exc, "sqlite_errorcode", -1) & 0xFF
-        full, io = code == sqlite3.SQLITE_FULL, code == sqlite3.SQLITE_IOERR
-    why = "the disk is full" if full else "an I/O error" if io else "an error"
-    return StoreFailure(f"cannot write the state file {path}: {why} ({exc}); nothing more is published")
 
 
 class Store:
@@ -353,7 +267,7 @@ class Store:
             with self._lock:
                 self._checkpoint()
         except sqlite3.Error as exc:
-            raise _failure(self.path, exc) from exc
+            raise failure(self.path, exc) from exc
 
     # -- arenas -------------------------------------------------------------------------
 
@@ -417,7 +331,7 @@ class Store:
                     view = view[os.write(self._spool, view) :]
             except OSError as exc:
                 # A cut-off last line is dropped by whoever takes the spool in.
-                raise _failure(self._spool_path, exc) from exc
+                raise failure(self._spool_path, exc) from exc
             self._spool_bytes += len(data)
             # Written, but to the file a restart will read? (Deleted, replaced
             # or emptied under the referee, it would be lost with whatever it
@@ -466,7 +380,7 @@ class Store:
                 with self._spool_lock:
                     for arena, mark in marks.items():
                         self._marks[arena] = max(mark, self._marks.get(arena, 0))
-                raise _failure(self.path, exc) from exc
+                raise failure(self.path, exc) from exc
             with self._spool_lock:
                 # Only now are they SQLite's; more may have been recorded meanwhile.
                 del self._pending[: len(rows)]
@@ -476,7 +390,7 @@ class Store:
                             os.ftruncate(self._spool, 0)
                             self._spool_bytes = 0
                     except (sqlite3.Error, OSError) as exc:
-                        raise _failure(self._spool_path, exc) from exc
+                        raise failure(self._spool_path, exc) from exc
 
     def current_game(self, arena: str) -> tuple[int, list[Event]]:
         """The number of the last game with events, and its events in order."""
@@ -521,7 +435,7 @@ class Store:
             with self._lock:
                 self._db.execute("UPDATE arenas SET lease = ? WHERE prefix = ?", (lease, arena))
         except sqlite3.Error as exc:
-            raise _failure(self.path, exc) from exc
+            raise failure(self.path, exc) from exc
 
     # -- is the file still ours? ---------------------------------------------------------
 
@@ -532,7 +446,7 @@ class Store:
         copy (a second machine, a restored backup) never takes the live
         referee's lease for its own previous run."""
         dev, ino = self._identity[0]
-        return hashlib.blake2b(f"{_MACHINE}:{dev}:{ino}".encode(), digest_size=8).hexdigest()
+        return hashlib.blake2b(f"{MACHINE}:{dev}:{ino}".encode(), digest_size=8).hexdigest()
 
     def _identify(self) -> tuple[tuple[int, int], ...]:
         """(device, inode) of the state file and the spool, as opened."""
@@ -606,31 +520,3 @@ class Store:
                 (arena, game_no),
             ).fetchall()
         return [(int(r[0]), event_from_json(json.loads(r[1]))) for r in rows]
-
-
-def backup(state: Path, out: Path) -> int:
-    """A consistent copy of ``state`` at ``out`` (see ``salvo journal backup``):
-    the spool as it is now (events spooled, maybe not yet settled), then
-    SQLite's online backup of the database (commits still in the WAL
-    included). In that order: an event settled and emptied out of the spool
-    meanwhile is in the database copy. The copy's next owner takes the spool
-    in (lines already in the database are skipped by id). The number of
-    events in the copy's database."""
-    if out.exists():
-        raise FileExistsError(f"{out} exists already")
-    spool = Path(f"{state}-spool")
-    spooled = spool.read_bytes() if spool.exists() else b""
-    source = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
-    os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    target = sqlite3.connect(out)
-    try:
-        source.backup(target)
-        events = int(target.execute("SELECT COUNT(*) FROM events").fetchone()[0])
-    finally:
-        target.close()
-        source.close()
-    if spooled:
-        fd = os.open(f"{out}-spool", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(spooled)
-    return events

@@ -15,8 +15,9 @@ from nacl.public import PrivateKey
 
 from salvo.arena.arena import Arena, Record
 from salvo.arena.journal import Store
-from salvo.game.engine import KEYED_DRAW, Game
+from salvo.game.engine import Game
 from salvo.game.events import Burn, Config, Fire, Rejected
+from salvo.game.identity import KEYED_DRAW
 from salvo.spec import codec
 from salvo.spec.payloads import Publish, message
 from salvo.spec.topics import Topics
@@ -92,7 +93,7 @@ def make_arenas(
 ) -> list[Arena]:
     """One arena per prefix, all sharing the referee key pair. Each has a
     random key its game ids derive from, and, without a ``seed``, its first
-    players too (engine.KEYED_DRAW: nothing a team can be handed, an export
+    players too (identity.KEYED_DRAW: nothing a team can be handed, an export
     included, predicts them). A given seed draws arena ``p``'s first players
     from ``(seed, p)`` (tests, simulations).
 

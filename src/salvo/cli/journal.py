@@ -171,7 +171,7 @@ def journal_backup(out: Path, state: Path) -> None:
     backup (commits in the WAL included) and the spool beside it (OUT-spool);
     a referee started on OUT takes that spool in.
     """
-    from salvo.arena.journal import backup
+    from salvo.arena.statefile import backup
 
     try:
         events = backup(state, out)

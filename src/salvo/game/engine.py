@@ -26,22 +26,17 @@ Rules this module enforces (spec sections 5-7):
   any           anything else                      Rejected, state untouched
   ============  =================================  ===============================
 
-* Every game has an id (``/game/id``), derived from the arena's secret id
-  key and the game number: unpredictable without the key, the same on a
-  replay. A fire signs it, with its target and turn (v2 binding).
-* A signature's nonce is spent for the rest of the game once it opened under
-  a player's key, shot or not; the nonces of a game are forgotten at its
-  reset (its id binds every signature to it), so memory stays flat.
+* Every game has an id, and its first player is drawn from its *draw*
+  (:mod:`salvo.game.identity`); a signature's nonce is spent for the rest
+  of the game once it opened under a player's key, shot or not; the nonces
+  of a game are forgotten at its reset (its id binds every signature to
+  it), so memory stays flat.
 
 * At the placement deadline every joined player whose fleet is incomplete is
   removed (told ``left_out``), so names that never place cannot hold the
   lobby full.
 * Play order is the order in which fleets became complete; the first player
-  is drawn from a RNG seeded by the game's *draw*: a keyed BLAKE2b of the
-  game number under the arena's secret id key when the seed is
-  :data:`KEYED_DRAW` (the referee's default: nothing a team can be handed
-  predicts a later game's first player), else ``(seed, game number)`` (a
-  seed given for tests and simulations). Play goes round the order skipping
+  is drawn (:meth:`Game.draw`), then play goes round the order skipping
   defeated players.
 * A turn allows as many shots as the shooter has ships afloat when it starts.
   A shot hits when its cell holds a ship segment, hit before or not. Sinks and
@@ -67,7 +62,6 @@ Every handler validates completely before it mutates anything, so a
 from __future__ import annotations
 
 import copy
-import hashlib
 import hmac
 import random
 from collections.abc import Iterator
@@ -96,6 +90,7 @@ from salvo.game.events import (
     SalvoEntry,
     Tick,
 )
+from salvo.game.identity import Identity
 from salvo.spec import payloads
 from salvo.spec.codec import error_report
 from salvo.spec.errors import Code, Illegal, Rejection
@@ -118,22 +113,6 @@ PLACEMENTS_CAP: Final = 100
 EARLIER_GAMES: Final = 8
 
 
-#: The seed of an arena whose first players are drawn from its secret id key.
-KEYED_DRAW = "keyed"
-
-
-def draw_for(id_key: bytes, game_no: int) -> str:
-    """Game ``game_no``'s draw of the first player in a KEYED_DRAW arena: one
-    way, so a game's draw (in its export) says nothing of another's."""
-    return hashlib.blake2b(f"draw/{game_no}".encode(), key=id_key, digest_size=16).hexdigest()
-
-
-def game_id_for(id_key: bytes, game_no: int) -> str:
-    """Game ``game_no``'s id in an arena whose id key is ``id_key``: 64 bits
-    of a keyed BLAKE2b of the number (unpredictable without the key)."""
-    return hashlib.blake2b(str(game_no).encode(), key=id_key, digest_size=8).hexdigest()
-
-
 class Game:
     """One arena's game, across resets. Drive it with :meth:`handle`."""
 
@@ -150,17 +129,9 @@ class Game:
     ) -> None:
         self.config = config
         self.topics = topics
-        self.seed = seed
         self.game_no = game_no
-        #: The arena's secret for game ids: random and kept in the state file
-        #: by the referee; derived from the seed here when none is given
-        #: (predictable: for tests and simulations only).
-        self.id_key = id_key if id_key is not None else hashlib.blake2b(str(seed).encode()).digest()[:32]
-        #: game_no's id as given, not derived (a replay of an exported game,
-        #: which carries its id but not the arena's key)
-        self._given_id = (game_no, game_id) if game_id is not None else None
-        #: game_no's draw as given (a replay of an exported game of a KEYED_DRAW arena)
-        self._given_draw = (game_no, draw) if draw is not None else None
+        self.identity = Identity(seed, id_key, game_no=game_no, game_id=game_id, draw=draw)
+        self.seed, self.id_key = seed, self.identity.id_key
         #: The ids and players' keys of the games before, newest first (:meth:`earlier_signers`).
         self.earlier: list[tuple[str, dict[str, bytes]]] = []
         #: What the game holds retained on the broker; cleared at reset.
@@ -171,11 +142,7 @@ class Game:
         self._new_game([])
 
     def _new_game(self, out: list[Publish]) -> None:
-        #: This game's id: 64 bits of a keyed BLAKE2b of its number.
-        if self._given_id is not None and self._given_id[0] == self.game_no:
-            self.game_id = self._given_id[1]
-        else:
-            self.game_id = game_id_for(self.id_key, self.game_no)
+        self.game_id = self.identity.game_id(self.game_no)
         self.retained.put(out, self.topics.game_id, self.game_id)
         self.hit_end = payloads.hit_end(self.game_id)
         self.phase = Phase.LOBBY
@@ -483,12 +450,8 @@ class Game:
         self._begin_turn(self.order[rng.randrange(len(self.order))], now, out)
 
     def draw(self) -> str:
-        """What this game's first player is drawn from (see the rules)."""
-        if self._given_draw is not None and self._given_draw[0] == self.game_no:
-            return self._given_draw[1]
-        if self.seed == KEYED_DRAW:
-            return draw_for(self.id_key, self.game_no)
-        return f"{self.seed}/{self.game_no}"
+        """What this game's first player is drawn from (:mod:`salvo.game.identity`)."""
+        return self.identity.draw(self.game_no)
 
     # -- turns ----------------------------------------------------------------------
 

@@ -26,8 +26,9 @@ from typing import Any, TextIO
 from salvo.arena.journal import Store
 from salvo.arena.journalformat import config_from_json, config_to_json, event_from_json, event_to_json
 from salvo.failures import Failure
-from salvo.game.engine import KEYED_DRAW, Game
+from salvo.game.engine import Game
 from salvo.game.events import Abandon, CloseLobby, Config, Event, Fire, Phase, Rejected, Result, Tick
+from salvo.game.identity import KEYED_DRAW
 from salvo.spec.payloads import TRUE
 from salvo.spec.topics import Outbound, Topics
 

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from salvo.arena.journal import Store, StoreDamaged, set_aside
+from salvo.arena.journal import Store
+from salvo.arena.statefile import StoreDamaged, set_aside
 from salvo.failures import BrokerRefusal, Failure, LocalFailure
 from salvo.spec import crypto
 

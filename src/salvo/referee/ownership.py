@@ -53,7 +53,7 @@ from typing import Any, Final
 
 from salvo.arena.arena import Arena, Record
 from salvo.arena.journal import Store
-from salvo.game.engine import game_id_for
+from salvo.game.identity import game_id_for
 from salvo.net.mqtt import Broker, Client, read_retained
 from salvo.spec.topics import Outbound, Topics, arena_of
 

@@ -28,13 +28,12 @@ from typing import Any, Final
 
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
-from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from salvo.arena.arena import Arena, DeriveKey, Effect
-from salvo.arena.journal import StoreFailure
-from salvo.net.link import CONNECT_TIMEOUT_S, REFUSED, TAKEOVER_JUDGED_AFTER_S, Link, Takeovers
+from salvo.arena.statefile import StoreFailure
+from salvo.net.link import REFUSED, Link, Takeovers
 from salvo.net.loop import Handle, Loop, steady_time
-from salvo.net.mqtt import Broker, Client, connect_async, new_client
+from salvo.net.mqtt import Broker, Client, connect_async
 from salvo.referee.admission import Registry, team_key
 from salvo.referee.batch import (
     Batch,
@@ -50,6 +49,14 @@ from salvo.referee.batch import (
     ProbeSeen,
     Stop,
 )
+from salvo.referee.connections import (
+    CONNECTION,
+    PUBLISHING,
+    discard_stale_session,
+    judge_takeover,
+    open_clients,
+    subscribe_arena,
+)
 from salvo.referee.flood import LagClock
 from salvo.referee.ownership import Fence
 from salvo.referee.presence import Farewell, Sweep
@@ -62,11 +69,6 @@ log = logging.getLogger("salvo.referee")
 #: a timer held back looks again after TIMER_RECHECK_S.
 TIMER_GRACE_S: Final = 1.0
 TIMER_RECHECK_S: Final = 0.1
-#: QoS 1 messages the publishing connection has in flight at once: the
-#: Receive Maximum mosquitto announces by default (max_inflight_messages),
-#: which MQTT 5 forbids a client to exceed and paho does not apply by itself;
-#: more wait in paho's queue, in order. (paho's default is the same number.)
-MAX_INFLIGHT: Final = 20
 #: A cut from the broker longer than this is given back to the running turn.
 EXTEND_AFTER_S: Final = 0.5
 #: Stopping: how long 'down' may wait for its PUBACK (then ``out`` is dropped
@@ -76,10 +78,6 @@ DOWN_WAIT_S: Final = 0.8
 CLOSE_WAIT_S: Final = 0.2
 #: How often the lag clock sends its probe and the rejection log's window is looked at.
 HOUSEKEEPING_S: Final = 0.5
-
-#: A runner's two connections, as log lines name them.
-_CONNECTION: Final = "connection"
-_PUBLISHING: Final = "publishing connection"
 
 
 class _State(enum.Enum):
@@ -143,24 +141,16 @@ class ArenaRunner:
         self._timer_deadline: float | None = None
         self._chores: Handle | None = None
         t = arena.topics
-        # Two connections: ``client`` subscribes (persistent session, manual
-        # acks), ``out`` only publishes. A broker falling behind on a flood of
-        # QoS 0 messages to us must not stall our publishing: mosquitto 2.0
-        # loses PUBACKs queued behind such a backlog (eclipse/mosquitto#3542),
-        # and every lost PUBACK holds one of paho's in-flight slots for good.
-        # The connection that only publishes never has a backlog.
-        self._client_ids = {_CONNECTION: client_id, _PUBLISHING: f"{client_id}-out"}
+        self._client_ids = {CONNECTION: client_id, PUBLISHING: f"{client_id}-out"}
         self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(broker.endpoints) > 1)
-        self.client = new_client(broker, client_id, manual_ack=True, persistent=True, connect_timeout=CONNECT_TIMEOUT_S)
+        self.client, self.out = open_clients(broker, client_id, t)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
-        self.out = new_client(broker, f"{client_id}-out", will=(t.server, "down"), connect_timeout=CONNECT_TIMEOUT_S)
         self.out.on_connect = self._on_out_connect
         self.out.on_disconnect = self._on_out_disconnect
-        self.out.max_inflight_messages_set(MAX_INFLIGHT)
         self._fence = Fence(arena, self.client)
-        self._sub = self._link(self.client, _CONNECTION, on_message=self._on_message, on_read=self._kick)
-        self._pub = self._link(self.out, _PUBLISHING, on_read=self._after_out_read)
+        self._sub = self._link(self.client, CONNECTION, on_message=self._on_message, on_read=self._kick)
+        self._pub = self._link(self.out, PUBLISHING, on_read=self._after_out_read)
         # ``out`` first: its last will guards everything ``client`` triggers.
         self._links = (self._pub, self._sub)
         self.batch = Batch(
@@ -228,48 +218,26 @@ class ArenaRunner:
         self._sub.up()
         self._fence.reset()  # (a check under way is the sweep's now)
         first, self._ever_connected = not self._ever_connected, True
-        self._judge(self._takeovers.reconnected(_CONNECTION, self.client.endpoint), self._pub)
+        judge_takeover(
+            self.loop, self._guard, self.name, self._takeovers.reconnected(CONNECTION, self.client.endpoint), self._pub
+        )
         if first and self.arena.lease:
             # The claim first, before the sweep publishes anything: a referee
             # starting at the same moment sees it (or this one sees theirs,
             # before its sweep's marker) and the later claim alone goes on.
             self.out.publish(self.arena.topics.lease, self.arena.lease, qos=1, retain=True)
-        # Retain-as-published (MQTT 5): a message a team published with the
-        # retain flag keeps it, live or not, so the referee can clear it (a
-        # retained inbound message would be re-read at every resubscribe).
-        # Which referee holds the arena: watched for as long as this one runs.
-        client.subscribe(self.arena.topics.lease, 0)
-        # Its own probe, at QoS 1 like the teams' messages: the same queue at
-        # the broker, the same way in (pacing.LagClock).
-        client.subscribe(self.arena.topics.probe, 1)
-        filters = self.arena.topics.inbound_filters
-        if self.client.mqtt5:
-            client.subscribe([(f, SubscribeOptions(qos=1, retainAsPublished=True)) for f in filters])
-        else:
-            client.subscribe([(f, 1) for f in filters])
+        subscribe_arena(self.client, self.arena.topics)
         self.dispatcher.put(Connected(bool(flags.session_present)))
 
     def _discarded(self, session_present: bool) -> bool:
-        """A stale session is being discarded: True once this connection is on
-        a new persistent session (MQTT 5: the clean start of the first
-        connection did it). On MQTT 3.1.1 a clean session lives only while
-        connected, so the clean connection is closed at once and the next
-        one starts a persistent session; a session that was resumed all the
-        same (a step down from 5 to 3.1.1 asks for the old one) is closed,
-        and a clean one asked for again. Nothing is subscribed or read
-        before."""
-        client = self.client
-        # (what a 3.1.1 connection asked for; guarded: test_brokers)
-        if not session_present and (client.mqtt5 or not client._clean_session):  # noqa: SLF001 (paho private)
-            self._discarding = False
-            # The closes below were ours, not another client's taking over.
-            self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(self._broker.endpoints) > 1)
-            log.info("[%s] started a new session: what the broker kept for the old one is dropped", self.name)
-            return True
-        client.next_session(clean=session_present)
-        client.again_here()  # our own close: the node is fine
-        client.disconnect()
-        return False
+        """A stale session is being discarded: True once it is (see discard_stale_session)."""
+        if not discard_stale_session(self.client, session_present):
+            return False
+        self._discarding = False
+        # The closes on the way were ours, not another client's taking over.
+        self._takeovers = Takeovers(self.name, self._client_ids, cluster=len(self._broker.endpoints) > 1)
+        log.info("[%s] started a new session: what the broker kept for the old one is dropped", self.name)
+        return True
 
     def _on_out_connect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if rc.is_failure:
@@ -280,25 +248,13 @@ class ArenaRunner:
         self._pub.up()
         # This connection's last will may have said "down" while it was away
         # (a cut, or another client taking its id over): say "up" again.
-        self._judge(self._takeovers.reconnected(_PUBLISHING, self.out.endpoint), self._sub)
+        judge_takeover(
+            self.loop, self._guard, self.name, self._takeovers.reconnected(PUBLISHING, self.out.endpoint), self._sub
+        )
         self.dispatcher.put(OutConnected(self.connected.is_set()))
 
     def _judge(self, check: Callable[[], bool] | None, other: Link) -> None:
-        """Did a client take this connection over? At once when the other
-        connection has nothing unread (no close of its own waiting to be
-        seen); else once it had TAKEOVER_JUDGED_AFTER_S to report one."""
-        if check is None:
-            return
-        if not other.has_input():
-            check()
-            return
-        log.info("[%s] a drop that may be a take-over: judged in %g s", self.name, TAKEOVER_JUDGED_AFTER_S)
-
-        def later() -> None:
-            if not check():
-                log.info("[%s] not a take-over: the other connection dropped too", self.name)
-
-        self.loop.call_later(TAKEOVER_JUDGED_AFTER_S, self._guard(later))
+        judge_takeover(self.loop, self._guard, self.name, check, other)
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if self.connected.is_set() and self._lost_at is None:
@@ -308,10 +264,10 @@ class ArenaRunner:
             self._sweep.cancel()
         if self._state not in _ENDING:
             self._state = _State.CONNECTING
-        self._note_disconnect(rc, _CONNECTION)
+        self._note_disconnect(rc, CONNECTION)
 
     def _on_out_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
-        self._note_disconnect(rc, _PUBLISHING)
+        self._note_disconnect(rc, PUBLISHING)
         if self._ever_connected and self._state not in _ENDING and self.arena.lease:
             # Fencing: this referee may have been away (a frozen process, a
             # cut-off machine) while another took the arena. Nothing it
@@ -363,11 +319,6 @@ class ArenaRunner:
 
     # -- lifecycle (other threads) -------------------------------------------------------
 
-    def close_lobby(self, reason: str, timeout: float = 10.0) -> bool:
-        """From any thread: send everybody in this arena's lobby away. True
-        when it was closed, False when a game had started (or no answer)."""
-        return self.control(lambda arena, now: arena.close_lobby(reason, now), timeout)
-
     def control(self, action: Callable[[Arena, float], list[Effect]], timeout: float = 10.0) -> bool:
         """From any thread: apply an organiser's action (one of the Arena's
         controls) on the loop's thread, journaled and published like any
@@ -381,16 +332,9 @@ class ArenaRunner:
         except TimeoutError:
             return False
 
-    def request_stop(self) -> None:
-        """From any thread: publish ``down``, disconnect and end."""
-        self.loop.call_soon_threadsafe(self.halt)
-
     def halt(self) -> None:
         """On the loop's thread: stop once the current batch is out."""
         self._halt(None)
-
-    def join(self, timeout: float | None = None) -> None:
-        self._stopped.wait(timeout)
 
     @property
     def alive(self) -> bool:
@@ -515,9 +459,6 @@ class ArenaRunner:
             port,
             "resumed" if session_present else "new",
         )
-        self._begin_sweep()
-
-    def _begin_sweep(self) -> None:
         self._state = _State.SWEEPING
         self._sweep.start()
 

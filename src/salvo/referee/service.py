@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Final
 
 from salvo.arena.arena import Arena, Effect
-from salvo.arena.journal import Store, StoreFailure
+from salvo.arena.journal import Store
 from salvo.arena.resume import Heartbeat, write_health
+from salvo.arena.statefile import StoreFailure
 from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
 from salvo.referee.admission import Registry
@@ -189,7 +190,7 @@ class Referee:
 
     def close_lobby(self, prefix: str, reason: str) -> bool:
         """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
-        return self._runner(prefix).close_lobby(reason)
+        return self._runner(prefix).control(lambda arena, now: arena.close_lobby(reason, now))
 
     def pause_game(self, prefix: str, reason: str) -> bool:
         """Stop the running deadline (placement, turn or reset) of arena

@@ -57,14 +57,13 @@ from salvo.tools.chaosdriver import (
     KILLS,
     SECONDS,
     WHEN,
-    ChaosReferee,
     GiveUp,
     Options,
     Run,
     Stalled,
-    throwaway_broker,
 )
 from salvo.tools.chaosgames import Plan, Report, play_games
+from salvo.tools.chaosprocs import ChaosReferee, throwaway_broker
 
 __all__ = ["SCENARIOS", "Options", "Report", "run_chaos", "throwaway_broker"]
 

@@ -1,7 +1,8 @@
-"""The machinery of ``salvo stress chaos``: a referee process to kill, freeze
-and restart, a broker to restart, a watcher of the arena, and :class:`Run`,
-which plays games with three scripted teams and calls the scenario's fault
-at named points. :mod:`salvo.tools.gamemodel` judges each game."""
+"""The machinery of ``salvo stress chaos``: :class:`Run` plays games with
+three scripted teams and calls the scenario's fault at named points. What it
+breaks (a broker, the referee process) is :mod:`salvo.tools.chaosprocs`', its
+witness of the arena :mod:`salvo.tools.chaoswatch`'s, and
+:mod:`salvo.tools.gamemodel` judges each game."""
 
 from __future__ import annotations
 
@@ -10,29 +11,27 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.net.mqtt import Broker, Client, connect_async, new_client, read_qos
+from salvo.net.mqtt import Broker
 from salvo.net.watch import Msg
 from salvo.spec import crypto, payloads
 from salvo.spec.rules import Orientation, Placement
 from salvo.spec.topics import Outbound, Topics
+from salvo.tools.chaosprocs import ChaosReferee, Restartable
+from salvo.tools.chaoswatch import Watcher, on
 from salvo.tools.gamemodel import SHIPS, GameModel, Violation, check, random_fleet
-from salvo.tools.localbroker import Mosquitto
-from salvo.tools.stress import RefereeProcess
 
 TEAMS = ("alice", "bob", "carol")
 KILLS = {
@@ -70,13 +69,6 @@ class GiveUp(Exception):
     """The game was given up on purpose (its state file is gone: a new one starts)."""
 
 
-class Restartable(Protocol):
-    persistence: bool
-
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-
-
 BrokerFactory = Callable[[bool], contextlib.AbstractContextManager[tuple[Broker, Restartable]]]
 
 
@@ -99,170 +91,6 @@ class Fault:
     mark: int  # the watcher's log index when it was injected
     outcome: dict[str, Any] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
-
-
-#: The fault runs' mosquitto: queues deep enough for a referee away a while, no Nagle.
-CHAOS_TUNING: Final = ("max_queued_messages 10000", "set_tcp_nodelay true")
-
-
-@contextlib.contextmanager
-def throwaway_broker(persistence: bool = True) -> Iterator[tuple[Broker, Restartable]]:
-    """A throw-away open mosquitto (the one launcher) this harness may stop
-    and start, with persistence or not."""
-    with Mosquitto.throwaway(persistence=persistence, tuning=CHAOS_TUNING) as own:
-        yield own.broker, own
-
-
-class Watcher:
-    """Records every message of one arena, in order, on a persistent session
-    (a broker restarted with persistence keeps what it queued for it), and
-    publishes for the teams on the same connection (in order, queued while
-    the broker is away), or on a connection of their own to ``teams`` (the
-    nats scenario: the teams on nodes that are killed, the watcher on one
-    that is not)."""
-
-    def __init__(self, broker: Broker, prefix: str, teams: Broker | None = None) -> None:
-        self.messages: list[Msg] = []
-        self.subscribed = 0
-        self._cond = threading.Condition()
-        self._filter = Topics(prefix).everything()
-        self.client = new_client(broker, f"salvo-chaos-{os.urandom(5).hex()}", persistent=True)
-        self.client.reconnect_delay_set(1, 1)
-        self.client.on_connect = self._on_connect
-        self.client.on_subscribe = self._on_subscribe
-        self.client.on_message = self._on_message
-        connect_async(self.client, broker, session_expiry_s=600)
-        self.client.loop_start()
-        self.sender: Client = self.client
-        if teams is not None:
-            self.sender = new_client(teams, f"salvo-chaos-teams-{os.urandom(5).hex()}", persistent=True)
-            self.sender.reconnect_delay_set(1, 1)
-            connect_async(self.sender, teams, session_expiry_s=600)
-            self.sender.loop_start()
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.subscribed > 0, 10):
-                raise ConnectionError(f"cannot watch {broker.url}")
-
-    def _on_connect(self, client: Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
-        if rc.is_failure:
-            return
-        if client.mqtt5:
-            client.subscribe(self._filter, options=SubscribeOptions(qos=1, retainAsPublished=True))
-        else:
-            # MQTT 3.1.1 (NATS): QoS 0, served by the watcher's own node (a
-            # QoS 1 subscription there is a JetStream consumer that may sit
-            # on another node and go silent when that node dies: read_qos).
-            client.subscribe(self._filter, read_qos(client))
-
-    def _on_subscribe(self, *_a: Any) -> None:
-        with self._cond:
-            self.subscribed += 1
-            self._cond.notify_all()
-
-    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        with self._cond:
-            self.messages.append(Msg(msg.topic, bytes(msg.payload), msg.retain, time.time()))
-            self._cond.notify_all()
-
-    def publish(self, topic: str, payload: str | bytes, retain: bool = False) -> paho.MQTTMessageInfo:
-        return self.sender.publish(topic, payload, qos=1, retain=retain)
-
-    def mark(self) -> int:
-        with self._cond:
-            return len(self.messages)
-
-    def wait(self, pred: Callable[[Msg], bool], after: int, timeout: float) -> tuple[int, Msg] | None:
-        """The first message from ``after`` on that ``pred`` accepts, and its index."""
-        with self._cond:
-            found: list[tuple[int, Msg]] = []
-
-            def look() -> bool:
-                for i in range(after, len(self.messages)):
-                    if pred(self.messages[i]):
-                        found.append((i, self.messages[i]))
-                        return True
-                return False
-
-            return found[0] if self._cond.wait_for(look, timeout) else None
-
-    def wait_subscribed(self, more_than: int, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: self.subscribed > more_than, timeout)
-
-    def latest(self, topic: str) -> Msg | None:
-        with self._cond:
-            return next((m for m in reversed(self.messages) if m.topic == topic), None)
-
-    def close(self) -> None:
-        for client in {self.sender, self.client}:
-            client.disconnect()
-            client.loop_stop()
-
-
-def on(topic: str, *, equals: bytes | None = None, starts: bytes = b"", has: bytes = b"") -> Callable[[Msg], bool]:
-    """A message on ``topic``: payload ``equals``, or starts with ``starts`` and holds ``has``."""
-    if equals is not None:
-        return lambda m: m.topic == topic and m.payload == equals
-    return lambda m: m.topic == topic and m.payload.startswith(starts) and has in m.payload
-
-
-class ChaosReferee(RefereeProcess):
-    """The referee process: key and state file in ``workdir`` (or ``state``), info-level log."""
-
-    def __init__(self, broker: Broker, prefix: str, flags: list[str], workdir: Path, state: Path | None = None):
-        super().__init__(broker, [prefix], *flags, "--log-level", "info", workdir=workdir, client_id="")
-        if state is not None:
-            self.args[self.args.index("--state") + 1] = str(state)
-        self.state = Path(self.args[self.args.index("--state") + 1])
-        self.since = 0  # the log's size when the latest run started
-
-    def start(self, *extra: str) -> None:
-        self.since = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen([*self.args, *extra], stdout=out, stderr=subprocess.STDOUT)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def exit_code(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
-    def kill9(self) -> int | None:
-        """SIGKILL (frozen or not); the exit code (-9, or how it had ended)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.kill()
-        return self.proc.wait(10)
-
-    def send(self, sig: signal.Signals) -> None:
-        if self.running():
-            os.kill(self.pid, sig)
-
-    def terminate(self) -> int | None:
-        if self.proc is None:
-            return None
-        self.send(signal.SIGCONT)
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            return self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            return self.kill9()
-
-    def text(self, since: int = 0) -> str:
-        with contextlib.suppress(OSError), self.log.open("rb") as f:
-            f.seek(since)
-            return f.read().decode("utf-8", "replace")
-        return ""
-
-    def error(self) -> str:
-        """What the latest run printed as its error (click's "Error: ..." and on)."""
-        text = self.text(self.since)
-        return " ".join(text[text.rfind("Error:") :].split()) if "Error:" in text else ""
-
-    def tail(self, lines: int = 6) -> str:
-        return " | ".join(self.text(max(0, self.log.stat().st_size - 4000)).splitlines()[-lines:])
 
 
 class Run:

@@ -32,10 +32,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from salvo.arena import journal as store
+from salvo.arena import statefile as store
 from salvo.spec.topics import Outbound
-from salvo.tools.chaosdriver import ChaosReferee, GiveUp, Options, Run, Stalled, on
+from salvo.tools.chaosdriver import GiveUp, Options, Run, Stalled
 from salvo.tools.chaosgames import Plan, Report, play_games
+from salvo.tools.chaosprocs import ChaosReferee
+from salvo.tools.chaoswatch import on
 from salvo.tools.gamemodel import Violation
 from salvo.tools.localbroker import Mosquitto
 

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from salvo.net.mqtt import Broker
-from salvo.tools.chaosdriver import KILLS, Fault, Options, Restartable, Run, Stalled
+from salvo.tools.chaosdriver import KILLS, Fault, Options, Run, Stalled
+from salvo.tools.chaosprocs import Restartable
 
 #: (point, n) -> the fault to inject there, for one game
 Plan = dict[tuple[str, int], str]

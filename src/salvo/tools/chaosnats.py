@@ -53,8 +53,10 @@ import threading
 import time
 
 from salvo.spec.topics import Inbound, Outbound, Topics
-from salvo.tools.chaosdriver import ChaosReferee, Fault, Options, Run, Stalled, Watcher
+from salvo.tools.chaosdriver import Fault, Options, Run, Stalled
 from salvo.tools.chaosgames import Plan, Report, play_games
+from salvo.tools.chaosprocs import ChaosReferee
+from salvo.tools.chaoswatch import Watcher
 from salvo.tools.gamemodel import Violation
 from salvo.tools.natscluster import NatsCluster
 
