@@ -203,8 +203,9 @@ class Game:
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of all mutable state, comparable with ``==``."""
         # (``earlier`` is a courtesy to late shots, not this game's state: a
-        # restart, which replays this game only, starts without it.)
-        skip = {"config", "topics", "earlier"}
+        # restart, which replays this game only, starts without it; ``identity``
+        # never changes, and its seed and key are compared as ``seed``, ``id_key``.)
+        skip = {"config", "topics", "earlier", "identity"}
         return {k: copy.deepcopy(v) for k, v in vars(self).items() if k not in skip}
 
     # -- the one entry point --------------------------------------------------------
