@@ -189,7 +189,7 @@ class Referee:
     # had nothing to do, was refused, or got no answer (see ArenaRunner.control).
 
     def close_lobby(self, prefix: str, reason: str) -> bool:
-        """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
+        """Send everybody in arena ``prefix``'s lobby away (through ArenaRunner.control, like the other actions)."""
         return self._runner(prefix).control(lambda arena, now: arena.close_lobby(reason, now))
 
     def pause_game(self, prefix: str, reason: str) -> bool:
