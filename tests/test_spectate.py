@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,8 +25,10 @@ import pytest
 from click.testing import CliRunner
 
 from salvo.cli import ExitCode, main
+from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker, new_client
 from salvo.tools.localbroker import free_port, wait_listening
+from salvo.web.audience import Feed
 from salvo.web.spectate import Hub, SpectatorServer, subscriptions
 
 from chromium import SHOTS, chromium
@@ -257,6 +260,49 @@ def test_a_topic_cleared_while_the_server_was_away_is_forgotten(
         thief.loop_stop()
     wait_until(lambda: server.hub.snapshot().get(f"{p}/game/winner") == "alice", 15, "the server back")
     assert f"{p}/game/state" not in server.hub.snapshot()
+
+
+def test_a_feed_on_a_loop_sends_the_history_before_what_the_broker_replays(
+    broker: Mosquitto, tidy: Recorder, prefix: str
+) -> None:
+    """The director's projector reads the broker on the referee's loop (no
+    paho thread), and reads the games' salvos so far off that loop: what the
+    broker replays meanwhile is held back, so a stream open at the time gets
+    the history first, as with a feed on a thread of its own."""
+    p = f"/{prefix}"
+    tidy.publish(f"{p}/game/salvo", "s2", retain=True)
+    tidy.publish(f"{p}/game/state", "turn", retain=True)
+    loop = Loop()
+    thread = threading.Thread(target=loop.run, name="test-loop", daemon=True)
+    thread.start()
+
+    def history() -> list[tuple[str, str]]:
+        for _ in range(3):  # the loop reads on meanwhile: the broker's replay comes in before this returns
+            turned = threading.Event()
+            loop.call_soon_threadsafe(turned.set)
+            assert turned.wait(5)
+        return [(f"{p}/game/salvo", "s0"), (f"{p}/game/salvo", "s1")]
+
+    hub = Hub()
+    attached = hub.attach()
+    assert attached is not None
+    stream, _start = attached
+    paho_threads = [t for t in threading.enumerate() if t.name.startswith("paho-mqtt-client")]
+    feed = Feed(hub, Broker.from_url(broker.url()), history, loop=loop)
+    feed.start()
+    try:
+        heard: list[tuple[str, str]] = []
+        replayed = [(f"{p}/game/salvo", "s2"), (f"{p}/game/state", "turn")]
+        while not all(r in heard for r in replayed):
+            heard += _payloads([stream.queue.get(timeout=10) or b""])
+        mine = [h for h in heard if h[0].startswith(p)]
+        assert mine[:2] == [(f"{p}/game/salvo", "s0"), (f"{p}/game/salvo", "s1")]  # then the broker's replay
+        assert [t for t in threading.enumerate() if t.name.startswith("paho-mqtt-client")] == paho_threads
+    finally:
+        feed.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
 
 
 def test_the_hub_remembers_a_bounded_number_of_topics() -> None:

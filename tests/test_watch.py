@@ -1,5 +1,5 @@
 """salvo.net.watch.Recorder on the real broker: what each ``keep`` mode keeps,
-positions that mean the same in every mode, and sync()."""
+positions that mean the same in every mode, sync(), and a recorder on a loop."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
+from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Keep, NoReply, Recorder
 
+from conftest import BrokerFactory
 from mosquitto import Mosquitto
 from mqttkit import Recorder as UserRecorder
 
@@ -136,3 +138,36 @@ def test_a_retained_topic_cleared_while_away_is_forgotten_after_the_resync(broke
     finally:
         rec.close()
         other.close()
+
+
+def _paho_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("paho-mqtt-client")]
+
+
+def test_a_recorder_on_a_loop_has_no_thread_and_comes_back_after_a_broker_restart(new_broker: BrokerFactory) -> None:
+    """``salvo tournament run`` watches its arenas on the referee's loop: no
+    paho thread; publishes handed over and acknowledged; a broker restart
+    reconnects it (the link's back-off) and it subscribes again."""
+    mosq = new_broker()
+    mosq.start()
+    loop = Loop()
+    thread = threading.Thread(target=loop.run, name="test-loop", daemon=True)
+    thread.start()
+    before = _paho_threads()
+    rec = Recorder(Broker.from_url(mosq.url("referee")), ["/w/#"], keep="latest", loop=loop)
+    try:
+        assert _paho_threads() == before and rec.loop is loop
+        assert rec.publish("/w/a", "1", retain=True) == 0
+        rec.wait_for("/w/a", "1")
+        mosq.restart()
+        assert rec.wait_until(lambda: rec.connects == 2, 30), "no reconnect after the restart"
+        since = rec.connected_at
+        rec.wait(lambda m: m.topic == "/w/a", after=since)  # subscribed again: the retained state replayed
+        assert rec.publish("/w/b", "2") == 0
+        rec.wait_for("/w/b", "2", after=since)
+        assert _paho_threads() == before
+    finally:
+        rec.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

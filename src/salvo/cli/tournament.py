@@ -27,6 +27,7 @@ from salvo.game import defaults
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from salvo.net.loop import Loop
     from salvo.net.mqtt import Broker
     from salvo.organiser.tournament.scoring import Row
 
@@ -271,17 +272,25 @@ def run(
             session_expiry_s=resume_window,
             health_file=health_file,
         )
-        director = Director(
-            broker=target,
-            arenas=prefixes,
-            state=plan,
-            state_path=state,
-            roster=roster,
-            referee=service,
-            store=store,
-            no_show_after=no_show_after or None,
-            registered=lambda: sorted(registry.teams),
-        )
+        # One loop carries every MQTT client of the night (docs: CONTRIBUTING.md, "Threads"): it runs
+        # before the director subscribes on it, the arenas begin once it has adopted its games (hold).
+        service.start(arenas=False)
+        try:
+            director = Director(
+                broker=target,
+                arenas=prefixes,
+                state=plan,
+                state_path=state,
+                roster=roster,
+                referee=service,
+                store=store,
+                no_show_after=no_show_after or None,
+                registered=lambda: sorted(registry.teams),
+                loop=service.loop,
+            )
+        except BaseException:
+            service.stop()
+            raise
 
         def started() -> None:
             nonlocal server
@@ -291,7 +300,9 @@ def run(
                 # journal has every salvo, the broker retains only the last.
                 from salvo.organiser.journaltools import heard_so_far
 
-                server = _start_console(director, target, *console, history=lambda: heard_so_far(store, prefixes))
+                server = _start_console(
+                    director, target, *console, history=lambda: heard_so_far(store, prefixes), loop=service.loop
+                )
 
         def finished(rows: list[Row]) -> None:
             click.echo(night.ranking_text(rows))
@@ -341,12 +352,14 @@ def _start_console(
     key: Path | None,
     *,
     history: Callable[[], list[tuple[str, str]]] | None = None,
+    loop: Loop | None = None,
 ) -> Any:
-    """The organiser console, with the projector and the replays on the same server."""
+    """The organiser console, with the projector and the replays on the same
+    server; the projector's broker client on ``loop`` (the referee's)."""
     from salvo.organiser.console import Console
     from salvo.web.spectate import Projector
 
-    projector = Projector(broker, history=history)
+    projector = Projector(broker, history=history, loop=loop)
     server = Console(
         controls, host, port, password, certfile=cert, keyfile=key, projector=projector, health=controls.health
     )

@@ -9,6 +9,13 @@ night: its memory is bounded by the topics, not the hours), or a ring of
 the latest N. Positions count every message received whatever is kept, so
 :meth:`Recorder.mark` and ``after`` mean the same in every mode; a message
 that is no longer kept is simply not found.
+
+A recorder runs its paho client on a thread of paho's (``loop_start``), or,
+given a :class:`~salvo.net.loop.Loop`, on that loop's thread through a
+:class:`~salvo.net.link.Link` (no thread of its own: ``salvo tournament run``
+watches its arenas on the loop that serves them). Either way every other
+thread reads and waits through the same condition, and hands its publishes
+over.
 """
 
 from __future__ import annotations
@@ -20,13 +27,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from salvo.net.link import Link
 from salvo.net.mqtt import Broker, connect_async, new_client, read_qos
+
+if TYPE_CHECKING:
+    from salvo.net.loop import Loop
 
 __all__ = ["Keep", "Msg", "NoReply", "Recorder", "wait_until"]
 
@@ -59,7 +71,11 @@ class Msg:
 class Recorder:
     """A connected client that records the messages it receives, in order
     (as many as ``keep`` says). Subscriptions use retain-as-published on
-    MQTT 5, so the recorded retain flag is the one the publisher set."""
+    MQTT 5, so the recorded retain flag is the one the publisher set.
+
+    With a running ``loop``, its client is driven by that loop (a Link:
+    reconnects with the link's back-off, no paho thread); construct it,
+    publish, wait and close from any other thread."""
 
     def __init__(
         self,
@@ -68,6 +84,7 @@ class Recorder:
         label: str = "rec",
         *,
         keep: Keep = "all",
+        loop: Loop | None = None,
     ) -> None:
         if keep not in ("all", "latest") and not (type(keep) is int and keep > 0):
             raise ValueError(f"keep must be 'all', 'latest' or a positive int, not {keep!r}")
@@ -92,8 +109,14 @@ class Recorder:
         self.client.on_subscribe = lambda *a: self._subscribed.set()
         self.client.on_message = self._on_message
         self.client.on_publish = self._on_publish
+        self.loop = loop
+        self._link: Link | None = None
         connect_async(self.client, broker)  # any node of a cluster that answers
-        self.client.loop_start()
+        if loop is None:
+            self.client.loop_start()
+        else:
+            self._link = Link(loop, self.client, "watch", name=label, broker=broker, on_message=self._on_message)
+            loop.call_soon_threadsafe(self._link.start)
         if not self._connected.wait(10):
             self.close()
             if self._refused:  # the broker answered no: credentials, not the network
@@ -111,6 +134,8 @@ class Recorder:
         if rc.is_failure:
             self._refused = f"broker refused {self.broker.username or 'anonymous'}: {rc}"
             return
+        if self._link is not None:
+            self._link.up()  # the next outage's back-off starts from the beginning
         with self._cond:
             self.connects += 1
             self.connected_at = self.received
@@ -171,13 +196,32 @@ class Recorder:
 
     def publish(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> int:
         """Publish and wait for the PUBACK; its reason code (0 ok, 0x87 not authorized)."""
-        info = self.client.publish(topic, payload, qos=qos, retain=retain)
+        info = self._publish(topic, payload, qos, retain)
         if qos == 0:
             return 0
         with self._cond:
             if not self._cond.wait_for(lambda: info.mid in self.acks, 10):
                 raise TimeoutError(f"no PUBACK for {topic}")
             return self.acks.pop(info.mid)  # (mids are reused: a kept one would answer a later publish)
+
+    def send(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> None:
+        """Publish without waiting for the PUBACK (from any thread but a loop's own)."""
+        self._publish(topic, payload, qos, retain)
+
+    def _publish(self, topic: str, payload: str | bytes, qos: int, retain: bool) -> paho.MQTTMessageInfo:
+        if self.loop is None:
+            return self.client.publish(topic, payload, qos=qos, retain=retain)
+        # paho on a loop is the loop's alone: handed over, its message id handed back.
+        handed: Future[paho.MQTTMessageInfo] = Future()
+
+        def publish() -> None:
+            try:
+                handed.set_result(self.client.publish(topic, payload, qos=qos, retain=retain))
+            except Exception as exc:  # (a payload paho refuses: the caller's error)
+                handed.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(publish)
+        return handed.result(10)
 
     def mark(self) -> int:
         """The position the next message will have."""
@@ -240,8 +284,11 @@ class Recorder:
             return self._cond.wait_for(pred, timeout)
 
     def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+        if self._link is None:
+            self.client.disconnect()
+            self.client.loop_stop()
+        elif self.loop is not None and not self.loop.closed:
+            self.loop.call_soon_threadsafe(self._link.close)  # DISCONNECT, no reconnecting
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

@@ -118,15 +118,26 @@ class Referee:
             for arena in arenas
         ]
         self._thread = threading.Thread(target=self._run, name="arenas", daemon=True)
+        self._begun = False
 
-    def start(self) -> None:
-        _raise_fd_limit(len(self.runners))
-        self._thread.start()
+    def start(self, *, arenas: bool = True) -> None:
+        """Run the loop's thread; with ``arenas``, begin every arena on it.
+        Without, they begin at the next ``start()``: a tournament's director
+        subscribes on the loop first, and knows what the broker retains
+        before any arena takes a message."""
+        if self._thread.ident is None:
+            _raise_fd_limit(len(self.runners))
+            self._thread.start()
+        if arenas and not self._begun:
+            self._begun = True
+            self.loop.call_soon_threadsafe(self._begin)
+
+    def _begin(self) -> None:
+        for runner in self.runners:
+            runner.begin()
 
     def _run(self) -> None:
         try:
-            for runner in self.runners:
-                runner.begin()
             self.loop.call_later(INTACT_EVERY_S, self._every_second)
             self._beat()
             self.loop.run()
@@ -256,7 +267,8 @@ class Referee:
     def _stop_arenas(self) -> None:
         self.loop.call_later(STOP_WAIT_S, self.loop.stop)  # whatever is still under way
         for runner in self.runners:
-            runner.halt()
+            if runner.alive:  # (begun: a loop started without its arenas stops at once)
+                runner.halt()
         if not any(runner.alive for runner in self.runners):
             self.loop.stop()
 

@@ -10,6 +10,12 @@ earlier ones only when its feed is given them (the director's, from its
 referee's journal: ``history``).
 The web routes that stream it (server-sent events) are :mod:`salvo.web.spectate`.
 
+The feed's client runs on a thread of paho's (``salvo spectate``), or on
+the loop of the referee it sits beside (``salvo tournament run``: a
+:class:`~salvo.net.link.Link`, no thread of its own). The hub is where that
+thread hands over to the web server's event loop: its lock and the
+per-browser queues, and nothing else, are shared between them.
+
 A slow or dead browser cannot hold anything up: the MQTT thread only appends
 to bounded per-browser queues (and nudges the browser's stream), and a
 browser whose queue is full is dropped (its EventSource reconnects and
@@ -28,14 +34,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from salvo.net.link import Link
 from salvo.net.mqtt import Broker, connect_async, new_client, read_qos
 from salvo.spec.topics import Outbound, Topics, TournamentTopics, any_arena, arena_of, arena_topics, matches
+
+if TYPE_CHECKING:
+    from salvo.net.loop import Loop
 
 log = logging.getLogger("salvo.web.spectate")
 
@@ -392,15 +402,26 @@ class Hub:
 
 class Feed:
     """The broker side: one read-only paho client feeding a :class:`Hub`.
-    paho reconnects by itself; every connection subscribes again, which
-    replays the retained state."""
+    paho (or the link, on a ``loop``) reconnects by itself; every connection
+    subscribes again, which replays the retained state."""
 
     def __init__(
-        self, hub: Hub, broker: Broker, history: Callable[[], Iterable[tuple[str, str]]] | None = None
+        self,
+        hub: Hub,
+        broker: Broker,
+        history: Callable[[], Iterable[tuple[str, str]]] | None = None,
+        *,
+        loop: Loop | None = None,
     ) -> None:
         """``history``: the salvos and sinks of the games in progress so far
-        (see :meth:`Hub.seed`), asked at every connection once subscribed."""
-        self.hub, self.broker, self.history = hub, broker, history
+        (see :meth:`Hub.seed`), asked at every connection once subscribed.
+        ``loop``: run the client on that (running) loop, not a thread of paho's."""
+        self.hub, self.broker, self.history, self.loop = hub, broker, history, loop
+        self._link: Link | None = None
+        #: connections so far (a history read for an earlier one is dropped)
+        self._connections = 0
+        #: on a loop, what came while the history was read (off the loop), in order
+        self._held: list[paho.MQTTMessage] | None = None
         self.settled = threading.Event()  # the first connection attempt was answered
         self.stopping = False
         self.refused: str | None = None  # the credentials were refused: retrying will not help
@@ -415,7 +436,11 @@ class Feed:
 
     def start(self) -> None:
         connect_async(self.client, self.broker)
-        self.client.loop_start()
+        if self.loop is None:
+            self.client.loop_start()
+            return
+        self._link = Link(self.loop, self.client, "spectate", name="projector", broker=self.broker)
+        self.loop.call_soon_threadsafe(self._link.start)
 
     def stop(self, wait: float = STOP_WAIT_S) -> None:
         """Disconnect and stop paho's thread, waiting at most ``wait`` for it:
@@ -423,6 +448,10 @@ class Feed:
         up to paho's connect timeout, and a stop must not (the thread is a
         daemon: it ends with the process)."""
         self.stopping = True
+        if self._link is not None:
+            if self.loop is not None and not self.loop.closed:
+                self.loop.call_soon_threadsafe(self._link.close)  # (a link never blocks its loop)
+            return
         self.client.disconnect()
         stopper = threading.Thread(target=self.client.loop_stop, name="spectate-feed-stop", daemon=True)
         stopper.start()
@@ -437,6 +466,10 @@ class Feed:
             self.settled.set()
             return
         self.refused = None
+        self._connections += 1
+        self._held = None
+        if self._link is not None:
+            self._link.up()
         log.info("connected to %s", self.broker.url)
         self.hub.connected()  # before subscribing: the replayed retained state comes after
         # Retain-as-published (MQTT 5) tells a live retained update (state to
@@ -461,18 +494,55 @@ class Feed:
         refused = [f for f, rc in zip(subscriptions(), codes, strict=False) if rc.is_failure]
         if refused:
             log.warning("the broker refused the subscriptions %s", ", ".join(refused))
-        if self.history is not None:
-            # Here, before the retained state (paho's thread reads it next):
-            # what was published before the subscription is all in the
-            # history, what comes after arrives too, and is kept once.
-            try:
-                heard = list(self.history())
-            except Exception:  # the projector goes on with what the broker retains
-                log.exception("the games' salvos so far could not be read")
-                return
-            self.hub.seed(heard)
+        if self.history is None:
+            return
+        # Here, before the retained state (paho reads it next): what was
+        # published before the subscription is all in the history, what
+        # comes after arrives too, and is kept once.
+        if self.loop is None:
+            self.hub.seed(self._read_history())
+            return
+        # A journal read is no work for the loop that serves the arenas: on
+        # a thread of its own, what arrives meanwhile held back until it is in.
+        self._held = []
+        connection, loop = self._connections, self.loop
+
+        def read() -> None:
+            heard = self._read_history()
+            with contextlib.suppress(RuntimeError):  # (the loop is closed: nothing to seed)
+                loop.call_soon_threadsafe(self._seeded, connection, heard)
+
+        threading.Thread(target=read, name="spectate-history", daemon=True).start()
+
+    def _read_history(self) -> list[tuple[str, str]]:
+        assert self.history is not None
+        try:
+            return list(self.history())
+        except Exception:  # the projector goes on with what the broker retains
+            log.exception("the games' salvos so far could not be read")
+            return []
+
+    def _seeded(self, connection: int, heard: list[tuple[str, str]]) -> None:
+        """On the loop: the history read for ``connection``, then what was held back."""
+        if connection != self._connections:
+            return  # read for an earlier connection: the hub started over since
+        held, self._held = self._held or [], None
+        self.hub.seed(heard)  # (merged with what was let through, if the read took too long)
+        for msg in held:
+            self._deliver(msg)
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        if self._held is not None:
+            self._held.append(msg)
+            if len(self._held) < QUEUE_SIZE:
+                return
+            held, self._held = self._held, None  # a read this slow: live first, the history after
+            for early in held:
+                self._deliver(early)
+            return
+        self._deliver(msg)
+
+    def _deliver(self, msg: paho.MQTTMessage) -> None:
         # Over 3.1.1 live messages lose their retain flag: keep every message.
         retained = msg.retain or not self.client.mqtt5
         self.hub.message(msg.topic, bytes(msg.payload), retained)

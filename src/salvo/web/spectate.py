@@ -54,6 +54,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
 from salvo.web.audience import MAX_CLIENTS, Feed, Hub, read_records, record_game, subscriptions
 from salvo.web.webserver import WebServer, loopback
@@ -108,7 +109,9 @@ class Projector:
     ``salvo replay`` and tests). ``records``: records to serve without a
     broker; ``GET /record`` answers the last of them. ``history``: the
     games' salvos and sinks so far, which the broker does not retain (the
-    director's, from its referee's journal; see :meth:`Hub.seed`)."""
+    director's, from its referee's journal; see :meth:`Hub.seed`). ``loop``:
+    the feed's client runs on it (the director's referee loop), not on a
+    thread of paho's."""
 
     def __init__(
         self,
@@ -116,12 +119,14 @@ class Projector:
         hub: Hub | None = None,
         records: Sequence[bytes] = (),
         history: Callable[[], Iterable[tuple[str, str]]] | None = None,
+        *,
+        loop: Loop | None = None,
     ) -> None:
         self.hub = hub or Hub()
         self.own_record = records[-1] if records else None
         for record in records:
             self.hub.keep_record(record)
-        self.feed = Feed(self.hub, broker, history) if broker else None
+        self.feed = Feed(self.hub, broker, history, loop=loop) if broker else None
         self.heartbeat_s = HEARTBEAT_S
         self.max_streams = MAX_STREAMS
         self.streams: Counter[str] = Counter()  # open streams per address (touched on the event loop only)

@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Recorder
+from salvo.organiser.tournament import games
 from salvo.organiser.tournament.controls import ControlError
 from salvo.organiser.tournament.scoring import GameResult, Row
 from salvo.organiser.tournament.state import Live, State
 from salvo.spec.codec import dumps
-from salvo.spec.rules import SHIP_IDS
 from salvo.spec.topics import Topics, TournamentTopics
-from salvo.spec.wire import PlayerStats, StatsSummary
 
 if TYPE_CHECKING:
     from salvo.arena.journal import Store
+    from salvo.net.loop import Loop
 
 log = logging.getLogger("salvo.organiser.tournament")
 
@@ -90,7 +90,11 @@ class Director:
         store: Store | None = None,
         no_show_after: float | None = None,
         registered: Callable[[], list[str]] = list,
+        loop: Loop | None = None,
     ) -> None:
+        """``loop``: the running loop of the referee of the arenas, which
+        then carries the director's broker connection too (else it has a
+        thread of paho's)."""
         from salvo.organiser.tournament.spool import Spool
 
         self.broker = broker
@@ -113,10 +117,10 @@ class Director:
         self.spool = Spool(state_path)
         self.spool.applied(self)
         #: arena -> the teams of its finished game, busy until the arena is back in its lobby
-        #: (they are still listed there: a team is never listed in two arenas)
-        self._finishing: dict[str, set[str]] = {}
-        #: arena -> the table size its referee was set to (tables of 3-4 only)
-        self._seated: dict[str, int] = {}
+        #: (they are still listed there: a team is never listed in two arenas; see .games)
+        self.finishing: dict[str, set[str]] = {}
+        #: arena -> the table size its referee was set to (tables of 3-4 only; see .games)
+        self.seated: dict[str, int] = {}
         #: arena -> when its intruders were last sent away (not every step)
         self._cleared: dict[str, float] = {}
         filters = [TournamentTopics.assignments(), TournamentTopics.marker]
@@ -135,7 +139,7 @@ class Director:
                 t.approved("+", "+"),
             ]
         self._filters = set(filters)
-        self.rec = Recorder(broker, filters, label="tournament", keep="latest")
+        self.rec = Recorder(broker, filters, label="tournament", keep="latest", loop=loop)
         self._sync()
         self._synced_connects = self.rec.connects
 
@@ -144,7 +148,7 @@ class Director:
     def _sync(self) -> None:
         """Until every retained message of the subscription is in (they come before the marker)."""
         token = f"sync-{time.monotonic_ns()}"
-        self.rec.client.publish(TournamentTopics.marker, token, qos=1)
+        self.rec.send(TournamentTopics.marker, token)
         self.rec.wait(lambda m: m.topic == TournamentTopics.marker and m.payload == token.encode(), timeout=10)
 
     def _resync(self) -> None:
@@ -280,7 +284,7 @@ class Director:
 
     def busy_teams(self) -> set[str]:
         live = {t for lv in self.state.live.values() for t in self.state.fixtures[lv.fixture].teams}
-        return live.union(*self._finishing.values())
+        return live.union(*self.finishing.values())
 
     def _assign(self) -> None:
         if self.state.draw():
@@ -298,7 +302,7 @@ class Director:
             if pick is None:
                 return
             fixture = self.state.fixtures[pick]
-            self._seat(arena, len(fixture.teams))
+            games.seat(self, arena, len(fixture.teams))
             self.state.live[arena] = Live(pick, arena, time.time(), assignment_id=f"{pick}-{len(self.state.results)}")
             self.save()
             self.roster[arena] = set(fixture.teams)
@@ -322,7 +326,7 @@ class Director:
         them there (every roster is emptied when its game ends), so they
         would hold it for the rest of the night. Close its lobby."""
         listed, now, last = self.listed(arena), time.monotonic(), self._cleared.get(arena)
-        if self.value(Topics(arena).state) != b"lobby" or not listed or arena in self._finishing:
+        if self.value(Topics(arena).state) != b"lobby" or not listed or arena in self.finishing:
             return
         if self.referee is None or (last is not None and now - last < INTRUDERS_EVERY_S):
             return
@@ -331,53 +335,13 @@ class Director:
         if self.referee.close_lobby(arena, reason):
             log.warning("arena %s: sent away %s", arena, reason)
 
-    # -- following a game --------------------------------------------------------------
+    # -- following a game (salvo.organiser.tournament.games) ------------------------------
 
     def _step(self, arena: str) -> None:
-        if arena in self._finishing and self.value(Topics(arena).state) == b"lobby":
-            del self._finishing[arena]
-        live = self.state.live.get(arena)
-        if live is None:
-            return
-        t = Topics(arena)
-        teams = self.state.fixtures[live.fixture].teams
-        state = self.value(t.state)
-        if live.game_id is None:
-            self._seat(arena, len(teams))
-            if state in (b"placement", b"turn", b"over"):
-                live.game_id = (self.value(t.game_id) or b"").decode() or None
-                live.started = time.time()
-                self.save()
-            elif self.no_show_after is not None and time.time() - live.assigned_at > self.no_show_after:
-                self._no_show(arena, live, teams)
-            return
-        if self.value(t.game_id) != live.game_id.encode():
-            return  # not our game's topics (yet): a restart before the retained state came
-        summary = self.value(t.stats_summary)
-        players = self._players(arena, teams)
-        if summary and players and all(self.value(t.stats_player(p)) for p in players):
-            self._record_played(arena, live, teams, summary, players)
-
-    def _seat(self, arena: str, players: int) -> None:
-        """Tables: the arena's game starts when all ``players`` are ready (a
-        table of 3 that has 2 ready must not start without the third)."""
-        if self.state.table_size == 2 or self._seated.get(arena) == players:
-            return
-        if self.referee is not None and self.referee.seat(arena, players):  # False: no answer, asked again next step
-            self._seated[arena] = players
+        games.step(self, arena)
 
     def hold_the_finished(self) -> None:
-        """After a restart: the teams still listed in an arena whose game is
-        over (its reset to come) are busy there until it is back in its
-        lobby, as if this director had seen the game end (what it knew of
-        that, in memory, did not survive a kill). Without this a restart
-        between a result and the arena's reset assigned such a team to the
-        other arena while the first still listed it (tests/test_tournament_faults.py)."""
-        for arena in self.arenas:
-            if arena in self.state.live or arena in self._finishing:
-                continue
-            if self.value(Topics(arena).state) == b"over" and (listed := self.listed(arena)):
-                self._finishing[arena] = set(listed)
+        games.hold_the_finished(self)
 
     def listed(self, arena: str) -> list[str]:
         """The names on the arena's retained /players/list."""
@@ -387,51 +351,6 @@ class Director:
         except (ValueError, TypeError):
             return []
 
-    def _players(self, arena: str, teams: list[str]) -> list[str]:
-        listed = self.listed(arena)
-        return [p for p in teams if p in listed] or [p for p in teams if self.value(Topics(arena).stats_player(p))]
-
-    def _record_played(self, arena: str, live: Live, teams: list[str], raw: bytes, players: list[str]) -> None:
-        t = Topics(arena)
-        summary = StatsSummary.model_validate_json(raw)
-        stats = {p: PlayerStats.model_validate_json(self.value(t.stats_player(p)) or b"").model_dump() for p in players}
-        result = GameResult(
-            self.state.fixtures[live.fixture].round,
-            arena,
-            list(teams),
-            summary.winner or None,
-            stats,
-            forfeited=[p for p in teams if p not in players],
-            fixture=live.fixture,
-            status="played",
-            game_id=live.game_id,
-            started=live.started,
-            ended=time.time(),
-            duration_s=round(summary.duration_s, 3),
-            turns=summary.turns,
-            termination=summary.termination,
-        )
-        self._journal_details(result)
-        self.record(arena, result)
-
-    def _journal_details(self, result: GameResult) -> None:
-        """The journal's game number and times of the game (when the store is at hand)."""
-        if self.store is None or result.game_id is None:
-            return
-        try:
-            from salvo.organiser import journaltools
-
-            found = journaltools.find_game(self.store, result.game_id)
-            if found is None:
-                return
-            summary = journaltools.summarize(self.store, found[0], found[1])
-        except Exception:  # the result stands without its journal details
-            log.exception("journal lookup of game %s failed", result.game_id)
-            return
-        result.journal_game = summary.game_no
-        result.started = summary.started or result.started
-        result.ended = summary.ended or result.ended
-
     def record(self, arena: str | None, result: GameResult) -> None:
         self.state.results.append(result)
         if arena is not None:
@@ -439,7 +358,7 @@ class Director:
             self.roster[arena] = set()
             if result.status == "played":
                 # Listed there until the referee's reset (the stats come before the state says over).
-                self._finishing[arena] = set(result.players)
+                self.finishing[arena] = set(result.players)
         self.save()
         # Its teams have nothing to play now: their assignment topics go empty
         # ("empty between games"), also while the tournament is paused and no
@@ -461,33 +380,6 @@ class Director:
             rows[0].team,
             rows[0].points,
         )
-
-    def _no_show(self, arena: str, live: Live, teams: list[str]) -> None:
-        """The game never started: close the lobby and score a forfeit, unless
-        it started at the last moment (then it is played out)."""
-        t = Topics(arena)
-        ready = [p for p in teams if all(self.value(t.approved(p, ship)) == b"true" for ship in SHIP_IDS)]
-        absent = [p for p in teams if p not in ready]
-        reason = f"no-show: {' and '.join(absent)} not ready {self.no_show_after:g}s after the assignment"
-        self.roster[arena] = set()  # nobody else gets in while it closes
-        if self.referee is None or not self.referee.close_lobby(arena, reason):
-            self.roster[arena] = set(teams)
-            return
-        winner = ready[0] if len(ready) == 1 else None
-        result = GameResult(
-            self.state.fixtures[live.fixture].round,
-            arena,
-            list(teams),
-            winner,
-            {},
-            forfeited=absent,
-            fixture=live.fixture,
-            status="forfeit",
-            termination="no-show",
-            note=reason,
-        )
-        log.warning("%s in %s", reason, arena)
-        self.record(arena, result)
 
     # -- late teams ------------------------------------------------------------------------
 

@@ -72,8 +72,8 @@ def hold(
     director.adopt()  # before the referee reads the joins the broker kept for it
     service.start()
     if not service.wait_connected(connect_timeout):
+        director.close()  # (first: its connection may be on the referee's loop)
         service.stop()
-        director.close()
         raise TournamentError(f"cannot reach the broker at {director.broker.url}")
     on_started()
     rows: list[Row] | None = None
