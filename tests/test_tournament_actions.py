@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
-from salvo.organiser.tournament import actions, spool
+from salvo.net.watch import wait_until
+from salvo.organiser.tournament import actions, spool, steps
 from salvo.organiser.tournament.controls import ControlError
 from salvo.organiser.tournament.director import Director
 from salvo.organiser.tournament.scoring import GameResult
@@ -60,7 +63,7 @@ class StandIn:
         return False
 
 
-def director(broker: Mosquitto, tmp_path: Path, state: State, prefix: str) -> Director:
+def director(broker: Mosquitto, tmp_path: Path, state: State, prefix: str, loop: Loop | None = None) -> Director:
     d = Director(
         broker=Broker.from_url(broker.url("referee")),
         arenas=[prefix],
@@ -68,6 +71,7 @@ def director(broker: Mosquitto, tmp_path: Path, state: State, prefix: str) -> Di
         state_path=tmp_path / "t.json",
         roster={prefix: set()},
         referee=StandIn(),
+        loop=loop,
     )
     d.save()
     return d
@@ -89,7 +93,7 @@ def test_a_damaged_request_is_answered_and_a_done_one_is_not_applied_again(
             '{"id":"r3","action":"pause","args":{}}',
         ]
         requests.write_text("\n".join(lines) + "\n")
-        d.spool.serve(d)
+        steps.now(d.spool.serve(d))
         answers = {r["id"]: r for r in map(json.loads, replies.read_text().splitlines())}
         assert (answers["r1"]["ok"], answers["r1"]["code"]) == (False, "bad_arguments")
         assert answers["r2"]["ok"] is False and answers["r3"]["ok"] is True
@@ -102,7 +106,7 @@ def test_a_damaged_request_is_answered_and_a_done_one_is_not_applied_again(
     again = director(broker, tmp_path, State.load(tmp_path / "t.json") or state, prefix)
     try:
         again.state.paused = False
-        again.spool.serve(again)
+        steps.now(again.spool.serve(again))
         assert not again.state.paused and len(again.state.audit) == 1
     finally:
         again.close()
@@ -129,8 +133,8 @@ def test_an_arena_held_by_players_no_fixture_put_there_is_cleared(
         d.rec.publish(t.players_list, '["mallory"]', retain=True)
         d.rec.wait(lambda m: m.topic == t.players_list and m.payload == b'["mallory"]', timeout=10)
         d.state.paused = False
-        d._assign()
-        d._assign()  # once, not at every step
+        steps.now(d._assign())
+        steps.now(d._assign())  # once, not at every step
         assert referee.calls == [("close_lobby", prefix)]
         assert prefix not in d.state.live  # assigned only once the lobby is empty again
         entry = actions.apply(d, "clear-arena", {"arena": prefix, "reason": "tidy"}, "test")
@@ -218,12 +222,17 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
     from salvo.spec import payloads
     from salvo.spec.topics import Topics, TournamentTopics
 
-    a, b = f"{prefix}-a", f"{prefix}-b"  # the assignment topics are the session broker's, not the arena's
-    state = State("round-robin", 1, [a, b])
+    names = [f"{prefix}-{t}" for t in "abc"]  # the assignment topics are the session broker's, not the arena's
+    # Three teams: a game is left after this one (the last one's "done" would follow the standings at once).
+    state = State("round-robin", 3, names)
     state.draw()
+    a, b = state.fixtures[0].teams
     state.paused = True
     state.live[prefix] = Live(0, prefix, 0.0, game_id="g1")
-    d = director(broker, tmp_path, state, prefix)
+    referee_loop = Loop()  # (the referee's, in salvo tournament run: the director runs on it)
+    loop_thread = threading.Thread(target=referee_loop.run, daemon=True)
+    loop_thread.start()
+    d = director(broker, tmp_path, state, prefix, referee_loop)
     heard = [TournamentTopics.assignments(), TournamentTopics.standings]
     teams = Recorder(Broker.from_url(broker.url("referee")), heard, label="teams")
     loop = threading.Thread(target=d.run, daemon=True)
@@ -244,7 +253,7 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
 
         def recorded(m: Any) -> bool:  # this director's standings (others are retained on the session's broker)
             body = json.loads(m.payload or b"{}") if m.topic == TournamentTopics.standings else {}
-            return body.get("games_played") == 1 and {r["team"] for r in body["table"]} == {a, b}
+            return body.get("games_played") == 1 and {r["team"] for r in body["table"]} == set(names)
 
         teams.wait(recorded, timeout=15, what="the result in the standings")
         for team in (a, b):
@@ -252,16 +261,19 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
             assert told is not None and told.payload == b"", f"{team} still told {told.payload if told else None!r}"
         assert d.state.paused and not d.state.live
     finally:
-        d.stop.set()
+        d.halt()
         loop.join(10)
         d.close()
         for team in (a, b):
             teams.publish(TournamentTopics.assignment(team), "", retain=True)
         teams.close()
+        referee_loop.call_soon_threadsafe(referee_loop.stop)
+        loop_thread.join(5)
+        referee_loop.close()
 
 
 def test_health_reports_a_stuck_loop(broker: Mosquitto, tmp_path: Path, prefix: str) -> None:
-    from salvo.organiser.tournament.director import LOOP_STALE_S
+    from salvo.organiser.tournament.health import LOOP_STALE_S
 
     state = State("round-robin", 1, ["a", "b"])
     d = director(broker, tmp_path, state, prefix)
@@ -331,3 +343,63 @@ def test_refusal_codes_are_snake_case_like_the_protocols() -> None:
     with pytest.raises(ValueError, match="snake_case"):
         ControlError("not-paused", "x")
     assert ControlError("not_paused", "the clock runs").as_json() == {"code": "not_paused", "reason": "the clock runs"}
+
+
+class Later(StandIn):
+    """A referee on the director's loop: each pause answered when the test says (a Future)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[Future[bool]] = []
+
+    def pause_game(self, prefix: str, reason: str) -> Future[bool]:  # type: ignore[override]
+        self.calls.append(("pause_game", prefix))
+        self.asked.append(Future())
+        return self.asked[-1]
+
+
+def test_on_the_loop_a_control_waits_for_the_referee_without_holding_the_loop(
+    broker: Mosquitto, tmp_path: Path, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In salvo tournament run the director runs on its referee's loop, which
+    applies the control: waiting there would wait for ever. The control
+    waits as a step: the loop goes on, the console still reads the status,
+    no other step runs; the answer applies it, and no answer in time
+    refuses it."""
+    state = State("round-robin", 1, ["a", "b"])
+    state.draw()
+    state.paused = True
+    state.live[prefix] = Live(0, prefix, 0.0, game_id="g1")
+    loop = Loop()
+    loop_thread = threading.Thread(target=loop.run, daemon=True)
+    loop_thread.start()
+    d = director(broker, tmp_path, state, prefix, loop)
+    referee = Later()
+    d.referee = referee
+    night = threading.Thread(target=d.run, daemon=True)
+    night.start()
+    try:
+        answers: list[dict[str, Any]] = []
+        asking = threading.Thread(target=lambda: answers.append(d.request("pause-game", {"arena": prefix}, "test")))
+        asking.start()
+        wait_until(lambda: bool(referee.asked), what="the referee asked")
+        for _ in range(3):  # the loop goes on meanwhile, and nothing else of the director's runs
+            ticked = d.ticked
+            turned = threading.Event()
+            loop.call_soon_threadsafe(turned.set)
+            assert turned.wait(5)
+        assert d.status()["tournament"]["paused"] is True and not answers and d.ticked == ticked
+        referee.asked[0].set_result(True)
+        asking.join(10)
+        assert answers and answers[0]["action"] == "pause-game" and answers[0]["result"] == "ok"
+        monkeypatch.setattr(steps, "ANSWER_WAIT_S", 0.3)
+        with pytest.raises(ControlError) as unanswered:
+            d.request("pause-game", {"arena": prefix}, "test")
+        assert unanswered.value.code == "not_running" and [a["action"] for a in d.state.audit] == ["pause-game"]
+    finally:
+        d.halt()
+        night.join(10)
+        d.close()
+        loop.call_soon_threadsafe(loop.stop)
+        loop_thread.join(5)
+        loop.close()

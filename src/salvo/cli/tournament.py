@@ -282,7 +282,7 @@ def run(
                 state=plan,
                 state_path=state,
                 roster=roster,
-                referee=service,
+                referee=service.soon,
                 store=store,
                 no_show_after=no_show_after or None,
                 registered=lambda: sorted(registry.teams),
@@ -294,7 +294,7 @@ def run(
 
         def started() -> None:
             nonlocal server
-            stop_on_signals(director.stop.set)
+            stop_on_signals(director.halt)
             if console is not None:
                 # The projector counts a game in progress from its start: the
                 # journal has every salvo, the broker retains only the last.

@@ -22,6 +22,7 @@ import itertools
 import logging
 import selectors
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -113,6 +114,7 @@ class Loop:
         self._idle: dict[Callable[[], object], None] = {}
         self._stopping = False
         self.closed = False
+        self._thread: int | None = None  # run()'s
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -195,6 +197,10 @@ class Loop:
         (registering it again before then changes nothing)."""
         self._idle[callback] = None
 
+    def in_thread(self) -> bool:
+        """Is this :meth:`run`'s thread (what must never wait for the loop)?"""
+        return self._thread == threading.get_ident()
+
     def stop(self) -> None:
         """From any thread: end :meth:`run` after the current pass."""
         self._stopping = True
@@ -218,6 +224,7 @@ class Loop:
 
     def run(self) -> None:
         """Run until :meth:`stop` (also when it was called before)."""
+        self._thread = threading.get_ident()
         while not self._stopping:
             self.run_once()
 

@@ -98,6 +98,9 @@ class Recorder:
         self.connected_at = 0
         self.connections: list[int] = []
         self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
+        self._unacked: set[int] = set()  # mids send() sent on a loop, not yet acknowledged
+        #: called after every message received (on the thread that reads them: the loop's, on a loop)
+        self.on_change: Callable[[], None] | None = None
         self.broker = broker
         self._cond = threading.Condition()
         self._filters = list(filters)
@@ -161,6 +164,8 @@ class Recorder:
                 self._ring.append((position, m))
             self._latest[m.topic] = (position, m)
             self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change()
 
     def forget_before(self, position: int) -> list[str]:
         """Drop the latest value of every topic last heard before
@@ -176,6 +181,10 @@ class Recorder:
 
     def _on_publish(self, _c: paho.Client, _u: Any, mid: int, rc: Any, _p: Any) -> None:
         with self._cond:
+            if mid in self._unacked:  # sent, nobody waits for it (flush)
+                self._unacked.discard(mid)
+                self._cond.notify_all()
+                return
             self.acks[mid] = rc.value if hasattr(rc, "value") else int(rc)
             self._cond.notify_all()
 
@@ -195,7 +204,10 @@ class Recorder:
             return self._kept(0)
 
     def publish(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> int:
-        """Publish and wait for the PUBACK; its reason code (0 ok, 0x87 not authorized)."""
+        """Publish and wait for the PUBACK; its reason code (0 ok, 0x87 not authorized).
+        Not on a loop's own thread (it would wait for itself): :meth:`send` there."""
+        if self.loop is not None and self.loop.in_thread():
+            raise RuntimeError("Recorder.publish would wait for its own loop: send() on the loop's thread")
         info = self._publish(topic, payload, qos, retain)
         if qos == 0:
             return 0
@@ -205,22 +217,42 @@ class Recorder:
             return self.acks.pop(info.mid)  # (mids are reused: a kept one would answer a later publish)
 
     def send(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> None:
-        """Publish without waiting for the PUBACK (from any thread but a loop's own)."""
-        self._publish(topic, payload, qos, retain)
+        """Publish without waiting for the PUBACK, from any thread (the
+        loop's too). On a loop, :meth:`flush` waits for every PUBACK of these."""
+        self._publish(topic, payload, qos, retain, track=True)
 
-    def _publish(self, topic: str, payload: str | bytes, qos: int, retain: bool) -> paho.MQTTMessageInfo:
-        if self.loop is None:
+    def flush(self, timeout: float) -> bool:
+        """From a thread but the loop's: wait until the broker has acknowledged
+        everything :meth:`send` sent on a loop; False when it has not in time."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._unacked, timeout)
+
+    def _publish(
+        self, topic: str, payload: str | bytes, qos: int, retain: bool, *, track: bool = False
+    ) -> paho.MQTTMessageInfo:
+        loop = self.loop
+        if loop is None:
             return self.client.publish(topic, payload, qos=qos, retain=retain)
+
+        def publish() -> paho.MQTTMessageInfo:
+            info = self.client.publish(topic, payload, qos=qos, retain=retain)
+            if track and qos:
+                with self._cond:  # (its PUBACK is read on this thread, later)
+                    self._unacked.add(info.mid)
+            return info
+
+        if loop.in_thread():
+            return publish()
         # paho on a loop is the loop's alone: handed over, its message id handed back.
         handed: Future[paho.MQTTMessageInfo] = Future()
 
-        def publish() -> None:
+        def hand_over() -> None:
             try:
-                handed.set_result(self.client.publish(topic, payload, qos=qos, retain=retain))
+                handed.set_result(publish())
             except Exception as exc:  # (a payload paho refuses: the caller's error)
                 handed.set_exception(exc)
 
-        self.loop.call_soon_threadsafe(publish)
+        loop.call_soon_threadsafe(hand_over)
         return handed.result(10)
 
     def mark(self) -> int:

@@ -325,12 +325,16 @@ class ArenaRunner:
         event. True when it changed the game; False when it had nothing to
         do, was refused, or got no answer within ``timeout`` (the arena not
         up, or stopping)."""
-        item = Control(action, Future())
-        self.loop.call_soon_threadsafe(self._enqueue, item)
         try:
-            return item.done.result(timeout)
+            return self.control_soon(action).result(timeout)
         except TimeoutError:
             return False
+
+    def control_soon(self, action: Callable[[Arena, float], list[Effect]]) -> Future[bool]:
+        """From any thread, the loop's too: control() without waiting (never answered when the arena stops)."""
+        item = Control(action, Future())
+        self.loop.call_soon_threadsafe(self._enqueue, item)
+        return item.done
 
     def halt(self) -> None:
         """On the loop's thread: stop once the current batch is out."""

@@ -17,6 +17,10 @@ Threads, and why:
   releases the GIL), so joins never stall other messages; results are
   handed back to the loop thread (``call_soon_threadsafe``).
 
+In ``salvo tournament run`` the director's watcher, its steps and the
+projector's feed run on this loop too (``start(arenas=False)`` runs the loop
+before the arenas begin; CONTRIBUTING.md, "Threads").
+
 Every arena has its own MQTT connections because the retained last will
 (``/game/server`` = ``down``) is per connection.
 
@@ -33,7 +37,8 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -119,6 +124,8 @@ class Referee:
         ]
         self._thread = threading.Thread(target=self._run, name="arenas", daemon=True)
         self._begun = False
+        #: the same controls without waiting (the tournament's director, on the loop)
+        self.soon = Soon(self)
 
     def start(self, *, arenas: bool = True) -> None:
         """Run the loop's thread; with ``arenas``, begin every arena on it.
@@ -198,46 +205,43 @@ class Referee:
     # Each is applied on the loop's thread between batches, journaled and
     # published like any event; True when it changed the game, False when it
     # had nothing to do, was refused, or got no answer (see ArenaRunner.control).
+    # These wait for the answer; the same without waiting: ``soon`` (Soon).
 
     def close_lobby(self, prefix: str, reason: str) -> bool:
-        """Send everybody in arena ``prefix``'s lobby away (through ArenaRunner.control, like the other actions)."""
-        return self._runner(prefix).control(lambda arena, now: arena.close_lobby(reason, now))
+        """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
+        return _answer(self.soon.close_lobby(prefix, reason))
 
     def pause_game(self, prefix: str, reason: str) -> bool:
         """Stop the running deadline (placement, turn or reset) of arena
         ``prefix``; teams see ``/game/deadline`` with ``"paused": true``.
         Messages are still applied; no timeout fires until resume_game."""
-        return self._runner(prefix).control(lambda arena, now: arena.pause(reason, now))
+        return _answer(self.soon.pause_game(prefix, reason))
 
     def resume_game(self, prefix: str) -> bool:
         """Start the clock again with the time it had left when paused."""
-        return self._runner(prefix).control(lambda arena, now: arena.resume(now))
+        return _answer(self.soon.resume_game(prefix))
 
     def extend(self, prefix: str, seconds: float) -> bool:
         """``seconds`` more on the running (or paused) deadline."""
-        return self._runner(prefix).control(lambda arena, now: arena.add_time(seconds, now))
+        return _answer(self.soon.extend(prefix, seconds))
 
     def abort_game(self, prefix: str, reason: str) -> bool:
         """End the game in progress without a result: its players are told
         why (``game_aborted``) and the arena opens an empty lobby. False for
         an empty lobby and for a game over (its result stands)."""
-        return self._runner(prefix).control(lambda arena, now: arena.abort(reason, now))
+        return _answer(self.soon.abort_game(prefix, reason))
 
     def seat(self, prefix: str, players: int) -> bool:
         """Arena ``prefix``'s games from now on start with exactly ``players``
         (a tournament table of that size: the game waits for all of them,
         and takes nobody else). Journaled like a restart with new settings.
         True when it is so now (changed, or already); False without an answer."""
-        already: list[bool] = []
+        return _answer(self.soon.seat(prefix, players))
 
-        def configure(arena: Arena, now: float) -> list[Effect]:
-            config = arena.game.config
-            if config.min_players == config.max_players == players:
-                already.append(True)
-                return []
-            return arena.configure(dataclasses.replace(config, min_players=players, max_players=players), now)
-
-        return self._runner(prefix).control(configure) or bool(already)
+    def ask(self, prefix: str, action: Callable[[Arena, float], list[Effect]]) -> Future[bool]:
+        """From any thread, the loop's too: apply ``action`` to arena
+        ``prefix``'s game without waiting (see ArenaRunner.control_soon)."""
+        return self._runner(prefix).control_soon(action)
 
     def _runner(self, prefix: str) -> ArenaRunner:
         runner = next((r for r in self.runners if r.arena.topics.prefix == prefix), None)
@@ -278,6 +282,66 @@ class Referee:
 
     def any_stopped(self) -> bool:
         return any(not r.alive for r in self.runners)
+
+
+class Soon:
+    """The referee's controls without waiting, for the tournament's director,
+    which runs on the referee's own loop and so must never wait there: each
+    answers a Future, resolved on the loop's thread once the arena has applied
+    it (True: it changed the game; False: nothing to do, or refused). An arena
+    that is down or stopping never answers: the asker gives up after a while
+    (salvo.organiser.tournament.steps)."""
+
+    def __init__(self, referee: Referee) -> None:
+        self._referee = referee
+
+    def close_lobby(self, prefix: str, reason: str) -> Future[bool]:
+        return self._referee.ask(prefix, lambda arena, now: arena.close_lobby(reason, now))
+
+    def pause_game(self, prefix: str, reason: str) -> Future[bool]:
+        return self._referee.ask(prefix, lambda arena, now: arena.pause(reason, now))
+
+    def resume_game(self, prefix: str) -> Future[bool]:
+        return self._referee.ask(prefix, lambda arena, now: arena.resume(now))
+
+    def extend(self, prefix: str, seconds: float) -> Future[bool]:
+        return self._referee.ask(prefix, lambda arena, now: arena.add_time(seconds, now))
+
+    def abort_game(self, prefix: str, reason: str) -> Future[bool]:
+        return self._referee.ask(prefix, lambda arena, now: arena.abort(reason, now))
+
+    def seat(self, prefix: str, players: int) -> Future[bool]:
+        """True when the arena seats ``players`` now (changed, or already)."""
+        already: list[bool] = []
+
+        def configure(arena: Arena, now: float) -> list[Effect]:
+            config = arena.game.config
+            if config.min_players == config.max_players == players:
+                already.append(True)
+                return []
+            return arena.configure(dataclasses.replace(config, min_players=players, max_players=players), now)
+
+        seated: Future[bool] = Future()
+
+        def answered(done: Future[bool]) -> None:
+            seated.set_result((done.exception() is None and done.result()) or bool(already))
+
+        self._referee.ask(prefix, configure).add_done_callback(answered)
+        return seated
+
+    def arenas_up(self) -> dict[str, bool]:
+        return self._referee.arenas_up()
+
+    def any_stopped(self) -> bool:
+        return self._referee.any_stopped()
+
+
+def _answer(asked: Future[bool], timeout: float = 10.0) -> bool:
+    """Wait for a control's answer (False: none in time; see ArenaRunner.control)."""
+    try:
+        return asked.result(timeout)
+    except TimeoutError:
+        return False
 
 
 def _raise_fd_limit(arenas: int) -> None:

@@ -9,8 +9,10 @@ standings are retained at ``/tournament/standings``, the fixtures at
 a restarted director carries on where it was.
 
 The modules: :mod:`.formats` (who meets whom), :mod:`.scoring` (points,
-tie-breaks), :mod:`.state` (what is decided), :mod:`.director` (the loop),
-:mod:`.adoption` (restarts), :mod:`.actions` and :mod:`.controls` (the
+tie-breaks), :mod:`.state` (what is decided), :mod:`.director` (the night's
+steps, on the referee's loop), :mod:`.games` (each arena's game to its
+result), :mod:`.steps` (waiting for the referee without blocking that loop),
+:mod:`.health` (what it reports), :mod:`.adoption` (restarts), :mod:`.actions` and :mod:`.controls` (the
 organiser's controls), :mod:`.spool` (controls from the CLI), :mod:`.reports`
 (status and exports), :mod:`.night` (running it); a team's side is
 :mod:`salvo.sdk.follow`.

@@ -1,22 +1,38 @@
 """The organiser's controls applied to the director (on its loop's thread,
-its lock held). Each is checked first and refused with a ControlError that
-changes nothing; an applied one is saved with its audit entry."""
+between steps). Each is checked first and refused with a ControlError that
+changes nothing; an applied one is saved with its audit entry. A control
+that needs the referee (a game's clock, a lobby, an abort) is a step
+(:mod:`.steps`): it waits for the referee's answer, and nothing else of the
+director's runs meanwhile."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
+from salvo.organiser.tournament import steps
 from salvo.organiser.tournament.controls import ACTIONS, ControlError
 from salvo.organiser.tournament.scoring import GameResult
+from salvo.organiser.tournament.steps import Step, ask
 
 if TYPE_CHECKING:
-    from salvo.organiser.tournament.director import ArenaOps, Director
+    from salvo.organiser.tournament.director import Director
+    from salvo.organiser.tournament.steps import ArenaOps
 
 MAX_EXTRA_S = 3600.0
 
 
 def apply(d: Director, action: str, args: dict[str, Any], by: str, request: str | None = None) -> dict[str, Any]:
+    """:func:`applying` on this thread, waiting for the referee's answers
+    (a director without a loop; tests)."""
+    return steps.now(applying(d, action, args, by, request))
+
+
+def applying(
+    d: Director, action: str, args: dict[str, Any], by: str, request: str | None = None
+) -> Step[dict[str, Any]]:
+    """The control applied, as a step (it may wait for the referee): its audit entry."""
     spec = ACTIONS.get(action)
     if spec is None:
         raise ControlError("unknown_action", f"no action {action!r}; actions: {', '.join(ACTIONS)}")
@@ -26,7 +42,8 @@ def apply(d: Director, action: str, args: dict[str, Any], by: str, request: str 
     clean = {a: args.get(a, "") for a in spec.args}
     if d.state.done and action not in ("void-game", "override"):
         raise ControlError("tournament_over", "the tournament is over: only results can still be changed")
-    note = _HANDLERS[action](d, clean)
+    handled = _HANDLERS[action](d, clean)
+    note = (yield from handled) if isinstance(handled, Generator) else handled
     entry: dict[str, Any] = {"at": round(time.time(), 3), "by": by, "action": action, "args": clean}
     entry["result"] = note or "ok"
     if request is not None:
@@ -97,21 +114,21 @@ def _resume(d: Director, _args: dict[str, Any]) -> str:
 # -- one game --------------------------------------------------------------------------------
 
 
-def _pause_game(d: Director, args: dict[str, Any]) -> str:
+def _pause_game(d: Director, args: dict[str, Any]) -> Step[str]:
     arena = _arena(d, args)
-    if not _referee(d).pause_game(arena, "paused by the organisers"):
+    if not (yield from ask(_referee(d).pause_game(arena, "paused by the organisers"))):
         raise ControlError("not_running", f"no clock to stop in {arena} (paused already, or over)")
     return "ok"
 
 
-def _resume_game(d: Director, args: dict[str, Any]) -> str:
+def _resume_game(d: Director, args: dict[str, Any]) -> Step[str]:
     arena = _arena(d, args)
-    if not _referee(d).resume_game(arena):
+    if not (yield from ask(_referee(d).resume_game(arena))):
         raise ControlError("not_paused", f"the game in {arena} is not paused")
     return "ok"
 
 
-def _extra_time(d: Director, args: dict[str, Any]) -> str:
+def _extra_time(d: Director, args: dict[str, Any]) -> Step[str]:
     arena = _arena(d, args)
     try:
         seconds = float(args["seconds"])
@@ -119,26 +136,26 @@ def _extra_time(d: Director, args: dict[str, Any]) -> str:
         raise ControlError("bad_arguments", f"seconds must be a number, not {args['seconds']!r}") from None
     if not 0 < seconds <= MAX_EXTRA_S:
         raise ControlError("bad_arguments", f"seconds must be more than 0 and at most {MAX_EXTRA_S:g}")
-    if not _referee(d).extend(arena, seconds):
+    if not (yield from ask(_referee(d).extend(arena, seconds))):
         raise ControlError("not_running", f"no running deadline in {arena}")
     return f"{seconds:g}s more"
 
 
-def _stop_game(d: Director, arena: str, reason: str) -> None:
+def _stop_game(d: Director, arena: str, reason: str) -> Step[None]:
     """End what runs in ``arena``: a lobby is closed, a game abandoned."""
     if d.arena_state(arena) == "lobby":
-        if not _referee(d).close_lobby(arena, reason):
+        if not (yield from ask(_referee(d).close_lobby(arena, reason))):
             raise ControlError("not_running", f"the lobby of {arena} could not be closed")
-    elif not _referee(d).abort_game(arena, reason):
+    elif not (yield from ask(_referee(d).abort_game(arena, reason))):
         raise ControlError("not_running", f"the game in {arena} could not be aborted")
 
 
-def _abort_game(d: Director, args: dict[str, Any]) -> str:
+def _abort_game(d: Director, args: dict[str, Any]) -> Step[str]:
     arena = _arena(d, args)
     reason = str(args["reason"]) or "aborted by the organisers"
     live = d.state.live[arena]
     fixture = d.state.fixtures[live.fixture]
-    _stop_game(d, arena, reason)
+    yield from _stop_game(d, arena, reason)
     d.record(
         arena,
         GameResult(
@@ -159,14 +176,14 @@ def _abort_game(d: Director, args: dict[str, Any]) -> str:
     return "aborted; the game is played again"
 
 
-def _clear_arena(d: Director, args: dict[str, Any]) -> str:
+def _clear_arena(d: Director, args: dict[str, Any]) -> Step[str]:
     arena = _arena(d, args, live=False)
     if arena in d.state.live:
-        return _abort_game(d, args)
+        return (yield from _abort_game(d, args))
     state = d.arena_state(arena)
     if state not in ("lobby", "turn") or (state == "lobby" and not d.listed(arena)):
         raise ControlError("nothing_to_clear", f"arena {arena} is {state}, with nobody in its lobby and no game to end")
-    _stop_game(d, arena, str(args["reason"]) or "cleared by the organisers")
+    yield from _stop_game(d, arena, str(args["reason"]) or "cleared by the organisers")
     return "cleared: an empty lobby"
 
 
@@ -206,13 +223,13 @@ def _override(d: Director, args: dict[str, Any]) -> str:
 # -- teams -----------------------------------------------------------------------------------
 
 
-def _withdraw(d: Director, args: dict[str, Any]) -> str:
+def _withdraw(d: Director, args: dict[str, Any]) -> Step[str]:
     team = _team(d, args)
     reason = str(args["reason"]) or "withdrawn by the organisers"
     for arena, live in list(d.state.live.items()):
         fixture = d.state.fixtures[live.fixture]
         if team in fixture.teams:
-            _stop_game(d, arena, f"{team} withdrew: {reason}")
+            yield from _stop_game(d, arena, f"{team} withdrew: {reason}")
             if len(fixture.teams) <= 2:
                 d.record(arena, _forfeit(fixture.round, arena, fixture.teams, team, live.fixture, reason))
             else:  # the table plays again without it, as its pending tables do
@@ -275,7 +292,8 @@ def _refuse_late(d: Director, args: dict[str, Any]) -> str:
     return "refused"
 
 
-_HANDLERS = {
+#: Each action's handler: its note, or a step that ends with it.
+_HANDLERS: dict[str, Callable[[Director, dict[str, Any]], str | Step[str]]] = {
     "pause": _pause,
     "resume": _resume,
     "pause-game": _pause_game,

@@ -1,11 +1,17 @@
-"""The director's loop: assign fixtures to arenas, follow each arena's game,
+"""The director: assign fixtures to arenas, follow each arena's game,
 record results, publish the standings.
 
-One thread runs it, waking at every message from the arenas it watches (and
-twice a second): each arena is a small state machine read from its public
-topics (empty lobby -> assigned -> playing -> recorded -> empty lobby), so no
-arena waits for another and a stop is taken at once. Controls from the
-console or the CLI are queued to this thread and applied between steps.
+It runs on the loop of the referee of its arenas (salvo.net.loop), as loop
+callbacks: a step at every message from the arenas it watches (and twice a
+second). Each arena is a small state machine read from its public topics
+(empty lobby -> assigned -> playing -> recorded -> empty lobby), so no arena
+waits for another and a stop is taken at once. A step that needs the
+referee's answer (a lobby closed, a table seated) waits for it without
+blocking the loop (:mod:`.steps`). Controls from the console or the CLI are
+handed to the loop and applied between steps; the console reads the
+director's state through the loop too (:meth:`Director.on_loop`, the one
+place another thread touches it). Without a loop (tests, tools) every call
+runs on the caller's thread.
 
 What a stop (SIGTERM/SIGINT) does: nothing that sends a team home. The loop
 ends, the state is saved, assignments stay as they are; a restart with the
@@ -15,22 +21,23 @@ results of games that ended while it was away).
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Recorder
-from salvo.organiser.tournament import games
+from salvo.organiser.tournament import games, health, steps
 from salvo.organiser.tournament.controls import ControlError
 from salvo.organiser.tournament.scoring import GameResult, Row
 from salvo.organiser.tournament.state import Live, State
+from salvo.organiser.tournament.steps import ArenaOps, Step, ask
 from salvo.spec.codec import dumps
 from salvo.spec.topics import Topics, TournamentTopics
 
@@ -40,41 +47,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("salvo.organiser.tournament")
 
+T = TypeVar("T")
+
 REGISTRY_CHECK_S = 2.0
 #: How often an arena's intruders are sent away at most (_send_intruders_away).
 INTRUDERS_EVERY_S = 10.0
-#: The loop comes round at least twice a second; this long without, it is
-#: stuck (what /health reports).
-LOOP_STALE_S = 10.0
-
-
-class ArenaOps(Protocol):
-    """What the director asks of the referee of its arenas
-    (salvo.referee.service.Referee), all of it: each control answers False
-    when the referee did not apply it in time."""
-
-    def close_lobby(self, prefix: str, reason: str) -> bool: ...
-
-    def pause_game(self, prefix: str, reason: str) -> bool: ...
-
-    def resume_game(self, prefix: str) -> bool: ...
-
-    def extend(self, prefix: str, seconds: float) -> bool: ...
-
-    def abort_game(self, prefix: str, reason: str) -> bool: ...
-
-    def seat(self, prefix: str, players: int) -> bool:
-        """The arena's game starts when ``players`` are ready (tables of 3-4)."""
-        ...
-
-    def arenas_up(self) -> dict[str, bool]:
-        """Each arena: connected to the broker and serving."""
-        ...
-
-    def any_stopped(self) -> bool:
-        """An arena stopped on its own (its journal cannot be written, a bug):
-        the night cannot go on without the organiser."""
-        ...
+#: A step comes at least this often (besides one at every message).
+TICK_S = 0.5
+#: How long another thread waits for the loop to read or apply something.
+HANDOVER_WAIT_S = 30.0
+#: How long a stop waits for the broker to acknowledge what was published.
+FLUSH_WAIT_S = 5.0
 
 
 class Director:
@@ -111,8 +94,18 @@ class Director:
         self.stop = threading.Event()
         #: when the loop last came round (time.monotonic()), for /health
         self.ticked = time.monotonic()
-        self._lock = threading.RLock()
-        self._requests: queue.Queue[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = queue.Queue()
+        self.loop = loop
+        self._runner = steps.Runner(loop) if loop is not None else None
+        #: controls handed over, applied between steps (on the loop's thread)
+        self._requests: collections.deque[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = collections.deque()
+        self._step_due = False
+        self._started = False
+        self._closed = False  # (close() is over: calls run at once)
+        #: the night's outcome: the final standings, or None (stopped)
+        self._outcome: Future[list[Row] | None] = Future()
+        self._lingering = False
+        #: a resync under way: (connection count, its first position, the marker's token)
+        self._resyncing: tuple[int, int, str] | None = None
         self._next_registry_check = 0.0
         self.spool = Spool(state_path)
         self.spool.applied(self)
@@ -138,10 +131,11 @@ class Director:
                 t.stats_player("+"),
                 t.approved("+", "+"),
             ]
-        self._filters = set(filters)
+        self.filters = set(filters)
         self.rec = Recorder(broker, filters, label="tournament", keep="latest", loop=loop)
         self._sync()
         self._synced_connects = self.rec.connects
+        self.rec.on_change = self._kick
 
     # -- what the broker says -------------------------------------------------------------
 
@@ -159,12 +153,16 @@ class Director:
         arena "occupied" for the rest of the night (tests/test_tournament_faults.py)."""
         if self.rec.connects == self._synced_connects:
             return
-        connects, since = self.rec.connects, self.rec.connected_at
-        try:
-            self._sync()
-        except TimeoutError:  # away again: at the next step
+        # Not waited for (the loop's thread): its marker sent, looked for at the next steps.
+        if self._resyncing is None or self._resyncing[0] != self.rec.connects:
+            token = f"sync-{time.monotonic_ns()}"
+            self._resyncing = (self.rec.connects, self.rec.connected_at, token)
+            self.rec.send(TournamentTopics.marker, token)
             return
-        self._synced_connects = connects
+        connects, since, token = self._resyncing
+        if self.value(TournamentTopics.marker) != token.encode():
+            return  # not back yet (or away again: a new marker when it reconnects)
+        self._synced_connects, self._resyncing = connects, None
         if gone := self.rec.forget_before(since):
             log.info("after a reconnect the broker no longer holds %d retained topics, e.g. %s", len(gone), gone[0])
 
@@ -182,8 +180,12 @@ class Director:
     # -- publishing -----------------------------------------------------------------------
 
     def publish(self, topic: str, body: object) -> None:
-        # Waits for the PUBACK: the last ones ("done") must not be lost to close().
-        self.rec.publish(topic, dumps(body) if body != "" else "", retain=True)
+        # Not waited for on the loop; close() waits for every PUBACK (the last ones, "done").
+        payload = dumps(body) if body != "" else ""
+        if self.loop is None:
+            self.rec.publish(topic, payload, retain=True)
+        else:
+            self.rec.send(topic, payload, retain=True)
 
     def tell(self, team: str, body: object) -> None:
         self.publish(TournamentTopics.assignment(team), body)
@@ -217,58 +219,119 @@ class Director:
     # -- start and restart ---------------------------------------------------------------
 
     def adopt(self) -> list[str]:
-        """Before the referee takes messages: the games assigned before a stop
-        go on (their teams let in at once, so a join the broker delivers again
-        is admitted); games that ended meanwhile are recorded from the journal."""
+        """Before the referee takes messages (and before :meth:`run`): the
+        games assigned before a stop go on (their teams let in at once, so a
+        join the broker delivers again is admitted); games that ended
+        meanwhile are recorded from the journal."""
         from salvo.organiser.tournament import adoption
 
-        with self._lock:
-            return adoption.adopt(self)
+        return adoption.adopt(self)
 
     def run(self) -> list[Row] | None:
-        """Until the tournament is over (the final standings) or stopped (None)."""
+        """Until the tournament is over (the final standings) or stopped
+        (None). The steps run on the loop; this thread waits for the outcome."""
+        if self.loop is None:
+            raise RuntimeError("the director runs on its referee's loop")
+        self.loop.call_soon_threadsafe(self._begin)
+        while True:
+            try:
+                return self._outcome.result(TICK_S)
+            except TimeoutError:
+                if self.loop.closed:  # (every arena stopped: no step will come)
+                    log.error("the referee of the arenas stopped: the night cannot go on; nothing more is assigned")
+                    return None
+
+    def _begin(self) -> None:
         self.ticked = time.monotonic()
-        with self._lock:
+        try:
             self.state.draw()
             self.save()
             self.publish_schedule()
             self.publish_standings()
-        while not self.stop.is_set():
-            self.ticked = time.monotonic()
-            if self.referee is not None and self.referee.any_stopped():
-                log.error("the referee of the arenas stopped: the night cannot go on; nothing more is assigned")
-                return None
-            self._serve_requests()
-            with self._lock:
-                self._resync()
-                self.spool.serve(self)
-                self.check_registry()
-                for arena in self.arenas:
-                    try:
-                        self._step(arena)
-                    except Exception:  # one arena's surprise (a payload no salvo referee sends) is not the night's
-                        log.exception("arena %s: its state could not be followed; the organiser may abort it", arena)
-                if not self.state.paused:
-                    self._assign()
-                if self.state.finished():
-                    return self._finish()
-            self._wait(self.rec.received)
-        return None
+        except Exception as exc:  # (raised by run())
+            self._outcome.set_exception(exc)
+            return
+        self._started = True
+        self._tick()
 
     def linger(self) -> None:
         """After the night (its final ranking), until stopped: keep answering
         the organiser (status, a correction, the exports) while the console
         and the projector serve the champion."""
-        while not self.stop.is_set():
-            self.ticked = time.monotonic()
-            self._serve_requests()
-            with self._lock:
-                self.spool.serve(self)
-            self._wait(self.rec.received)
+        self._lingering = True
+        while not self.stop.wait(TICK_S):
+            if self.loop is not None and self.loop.closed:
+                return
 
-    def _wait(self, seen: int) -> None:
-        """Until a message comes, a control is asked for or a stop (at most 0.5 s)."""
-        self.rec.wait_until(lambda: self.rec.received != seen or self.stop.is_set() or not self._requests.empty(), 0.5)
+    def halt(self) -> None:
+        """From any thread (a signal handler's too): stop at the next step, at once."""
+        self.stop.set()
+        self._kick_from_anywhere()
+
+    # -- the steps, on the loop's thread ------------------------------------------------
+
+    def _kick(self) -> None:
+        """A step soon (once for all that comes before it): at every message."""
+        if self._started and not self._step_due:
+            self._step_due = True
+            assert self.loop is not None
+            self.loop.call_soon(self._step_now)
+
+    def _kick_from_anywhere(self) -> None:
+        if self.loop is not None and not self.loop.closed:
+            self.loop.call_soon_threadsafe(self._kick)
+
+    def _tick(self) -> None:
+        """Twice a second at least, whatever comes."""
+        assert self.loop is not None
+        self.loop.call_later(TICK_S, self._tick)
+        self._kick()
+
+    def _step_now(self) -> None:
+        self._step_due = False
+        assert self._runner is not None
+        if self._runner.busy or (self._outcome.done() and not self._lingering):
+            return  # (a step waits for the referee: the next comes after it)
+        self.ticked = time.monotonic()
+        self._runner.start(self._lingered() if self._lingering else self._step_all(), self._stepped)
+
+    def _stepped(self, outcome: Any, error: Exception | None) -> None:
+        if self._outcome.done():
+            if error is not None:  # (after the night: the next step tries again)
+                log.error("the director's step failed", exc_info=error)
+        elif error is not None:  # (raised by run(), as from a loop of its own)
+            self._outcome.set_exception(error)
+        elif outcome is not _GOING:
+            self._outcome.set_result(outcome)
+        if self._requests:
+            self._kick()  # (handed over while the step waited)
+
+    def _step_all(self) -> Step[Any]:
+        """One step of the night: _GOING, or the outcome (the rows; None: stopped)."""
+        if self.stop.is_set():
+            return None
+        if self.referee is not None and self.referee.any_stopped():
+            log.error("the referee of the arenas stopped: the night cannot go on; nothing more is assigned")
+            return None
+        yield from self._serve_requests()
+        self._resync()
+        yield from self.spool.serve(self)
+        self.check_registry()
+        for arena in self.arenas:
+            try:
+                yield from games.step(self, arena)
+            except Exception:  # one arena's surprise (a payload no salvo referee sends) is not the night's
+                log.exception("arena %s: its state could not be followed; the organiser may abort it", arena)
+        if not self.state.paused:
+            yield from self._assign()
+        if self.state.finished():
+            return self._finish()
+        return _GOING
+
+    def _lingered(self) -> Step[Any]:
+        yield from self._serve_requests()
+        yield from self.spool.serve(self)
+        return _GOING
 
     def _finish(self) -> list[Row]:
         self.state.done = True
@@ -286,7 +349,7 @@ class Director:
         live = {t for lv in self.state.live.values() for t in self.state.fixtures[lv.fixture].teams}
         return live.union(*self.finishing.values())
 
-    def _assign(self) -> None:
+    def _assign(self) -> Step[None]:
         if self.state.draw():
             self.save()
             self.publish_schedule()
@@ -294,7 +357,7 @@ class Director:
             if arena in self.state.live:
                 continue
             if not self._lobby_empty(arena):
-                self._send_intruders_away(arena)
+                yield from self._send_intruders_away(arena)
                 continue
             busy = self.busy_teams()
             # The first fixture none of whose teams is playing or waiting elsewhere.
@@ -302,7 +365,7 @@ class Director:
             if pick is None:
                 return
             fixture = self.state.fixtures[pick]
-            games.seat(self, arena, len(fixture.teams))
+            yield from games.seat(self, arena, len(fixture.teams))
             self.state.live[arena] = Live(pick, arena, time.time(), assignment_id=f"{pick}-{len(self.state.results)}")
             self.save()
             self.roster[arena] = set(fixture.teams)
@@ -321,7 +384,7 @@ class Director:
                 body["opponent"] = others[0]
             self.tell(team, body)
 
-    def _send_intruders_away(self, arena: str) -> None:
+    def _send_intruders_away(self, arena: str) -> Step[None]:
         """An arena no fixture holds whose lobby has players: nobody put
         them there (every roster is emptied when its game ends), so they
         would hold it for the rest of the night. Close its lobby."""
@@ -332,13 +395,10 @@ class Director:
             return
         self._cleared[arena] = now
         reason = f"not on the tournament's roster: {', '.join(listed)} (no game is assigned to arena {arena})"
-        if self.referee.close_lobby(arena, reason):
+        if (yield from ask(self.referee.close_lobby(arena, reason))):
             log.warning("arena %s: sent away %s", arena, reason)
 
     # -- following a game (salvo.organiser.tournament.games) ------------------------------
-
-    def _step(self, arena: str) -> None:
-        games.step(self, arena)
 
     def hold_the_finished(self) -> None:
         games.hold_the_finished(self)
@@ -403,30 +463,70 @@ class Director:
 
     # -- controls ------------------------------------------------------------------------
 
-    def request(self, action: str, args: dict[str, Any], by: str, timeout: float = 30.0) -> dict[str, Any]:
-        """From any thread: have the loop apply a control; its audit entry
-        (raises ControlError when refused). Applied at once when the loop is
-        not running (before start, after a stop)."""
-        future: Future[dict[str, Any]] = Future()
-        self._requests.put((action, args, by, future))
-        return future.result(timeout)
-
-    def _serve_requests(self) -> None:
+    def request(self, action: str, args: dict[str, Any], by: str, timeout: float = HANDOVER_WAIT_S) -> dict[str, Any]:
+        """From any thread: have the loop apply a control between steps; its
+        audit entry (raises ControlError when refused). Applied at once, on
+        this thread, by a director without a running loop (or after a stop)."""
         from salvo.organiser.tournament import actions
 
-        while True:
+        if not self._handing_over():
+            return actions.apply(self, action, args, by)
+        future: Future[dict[str, Any]] = Future()
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._requested, (action, args, by, future))
+        return self._answer(future, timeout)
+
+    def _requested(self, request: tuple[str, dict[str, Any], str, Future[dict[str, Any]]]) -> None:
+        self._requests.append(request)
+        self._kick()
+
+    def _serve_requests(self) -> Step[None]:
+        from salvo.organiser.tournament import actions
+
+        while self._requests:
+            action, args, by, future = self._requests.popleft()
             try:
-                action, args, by, future = self._requests.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                with self._lock:
-                    future.set_result(actions.apply(self, action, args, by))
+                future.set_result((yield from actions.applying(self, action, args, by)))
             except ControlError as err:
                 future.set_exception(err)
             except Exception as err:  # a bug must not end the night: tell the caller
                 log.exception("control %s failed", action)
                 future.set_exception(ControlError("internal", f"{action} failed: {err}"))
+
+    def _handing_over(self) -> bool:
+        """Does another thread's call go to the loop (else: it runs at once)?
+        Until run() begins, a control handed over waits for the first step."""
+        loop = self.loop
+        return loop is not None and not loop.closed and not loop.in_thread() and not self._closed
+
+    def on_loop(self, read: Callable[[], T]) -> T:
+        """From any thread: ``read()`` run on the loop, between steps, and its
+        value. The one place another thread (the console's) reads the
+        director's state; without a running loop, read at once."""
+        if not self._handing_over():
+            return read()
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(read())
+            except Exception as exc:
+                future.set_exception(exc)
+
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(run)
+        return self._answer(future, HANDOVER_WAIT_S)
+
+    def _answer(self, future: Future[T], timeout: float) -> T:
+        """``future``'s value, handed back by the loop within ``timeout``
+        (else TimeoutError, at once when the loop is gone)."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                return future.result(min(TICK_S, max(0.0, end - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= end or self.loop is None or self.loop.closed:
+                    raise
 
     # -- the organiser's view (salvo.organiser.tournament.controls.Controls) --------------------------
 
@@ -436,71 +536,55 @@ class Director:
     def status(self) -> dict[str, Any]:
         from salvo.organiser.tournament import reports
 
-        with self._lock:
-            return reports.status(self.state, [self._arena_view(a) for a in self.arenas], not self.stop.is_set())
+        running = not self.stop.is_set()
+        return self.on_loop(lambda: reports.status(self.state, [self._arena_view(a) for a in self.arenas], running))
 
     def export_json(self) -> dict[str, Any]:
         from salvo.organiser.tournament import reports
 
-        with self._lock:
-            return reports.export_json(self.state)
+        return self.on_loop(lambda: reports.export_json(self.state))
 
     def export_csv(self, what: str) -> str:
         from salvo.organiser.tournament import reports
 
-        with self._lock:
-            return reports.export_csv(self.state, what)
+        return self.on_loop(lambda: reports.export_csv(self.state, what))
 
     def health(self) -> dict[str, Any]:
-        """For a container's healthcheck (``GET /health`` on the console's
-        server): ``ok`` when the loop came round within LOOP_STALE_S and every
-        arena of its referee is connected to the broker; ``reason`` says what
-        is wrong otherwise. Nothing secret; never waits for the loop (its
-        lock), so a stuck loop is reported, not joined."""
-        since = time.monotonic() - self.ticked
-        arenas = self.referee.arenas_up() if self.referee is not None else {}
-        wrong = []
-        if self.stop.is_set():
-            wrong.append("the director is stopping")
-        elif since > LOOP_STALE_S:
-            wrong.append(f"the director's loop has not come round for {since:.0f} s")
-        down = [a or "(default)" for a, up in arenas.items() if not up]
-        if down:
-            wrong.append(f"not connected to the broker: {', '.join(down)}")
-        body: dict[str, Any] = {
-            "ok": not wrong,
-            "loop_s": round(since, 1),
-            "arenas": {a or "(default)": "up" if up else "down" for a, up in arenas.items()},
-        }
-        if wrong:
-            body["reason"] = "; ".join(wrong)
-        return body
+        """For a container's healthcheck (``GET /health``): see .health.health.
+        Never waits for the loop, so a stuck loop is reported, not joined."""
+        return health.health(self)
 
     def _arena_view(self, arena: str) -> dict[str, Any]:
-        t = Topics(arena)
-        live = self.state.live.get(arena)
-        fixture = self.state.fixtures[live.fixture] if live else None
-        server = self.value(t.server) if t.server in self._filters else None
-        view: dict[str, Any] = {
-            "arena": arena,
-            "state": self.arena_state(arena) if server != b"down" else "down",
-            "round": fixture.round if fixture else None,
-            "teams": list(fixture.teams) if fixture else [],
-            "since": live.assigned_at if live else None,
-            "paused": False,
-            "turn": None,
-            "current": (self.value(t.current) or b"").decode() or None,
-        }
-        for topic, key in ((t.deadline, "paused"), (t.turn, "turn")):
-            try:
-                body = json.loads(self.value(topic) or b"null")
-            except ValueError:
-                continue
-            if isinstance(body, dict):
-                view[key] = bool(body.get("paused")) if key == "paused" else body.get("turn")
-        return view
+        return health.arena_view(self, arena)
 
     def close(self) -> None:
+        """From a thread but the loop's: stop; answer what was handed over;
+        wait (a while) for the broker to acknowledge every publish; disconnect."""
         self.stop.set()
-        self._serve_requests()
+        if self._handing_over():
+            done: Future[None] = Future()
+            assert self.loop is not None and self._runner is not None
+            runner = self._runner
+
+            def last() -> None:
+                if runner.busy:  # (its answer comes first; then this again)
+                    assert self.loop is not None
+                    self.loop.call_later(0.05, last)
+                    return
+                runner.start(self._serve_requests(), lambda _v, _e: done.set_result(None))
+
+            self.loop.call_soon_threadsafe(last)
+            try:
+                self._answer(done, HANDOVER_WAIT_S)
+            except TimeoutError:
+                log.warning("the director's last controls were not answered in time")
+        else:
+            steps.now(self._serve_requests())
+        if self.loop is not None and not self.rec.flush(FLUSH_WAIT_S):
+            log.warning("the broker did not acknowledge the director's last messages in %g s", FLUSH_WAIT_S)
         self.rec.close()
+        self._closed = True
+
+
+#: A step's outcome while the night goes on.
+_GOING: Any = object()

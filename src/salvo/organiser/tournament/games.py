@@ -3,7 +3,8 @@ topics as the director's watcher last heard them: the game started (its id),
 a no-show, the table seated, the result (the stats summary and every
 player's stats). The other way a result comes in is the journal, after a
 restart (:mod:`.adoption`); the director (:mod:`.director`) calls these at
-every step, one arena at a time, and records what they find."""
+every step, one arena at a time, and records what they find. Those that
+ask the referee are steps (:mod:`.steps`): they wait for its answer."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from salvo.organiser.tournament.scoring import GameResult
+from salvo.organiser.tournament.steps import Step, ask
 from salvo.spec.rules import SHIP_IDS
 from salvo.spec.topics import Topics
 from salvo.spec.wire import PlayerStats, StatsSummary
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("salvo.organiser.tournament")
 
 
-def step(d: Director, arena: str) -> None:
+def step(d: Director, arena: str) -> Step[None]:
     if arena in d.finishing and d.value(Topics(arena).state) == b"lobby":
         del d.finishing[arena]
     live = d.state.live.get(arena)
@@ -33,13 +35,13 @@ def step(d: Director, arena: str) -> None:
     teams = d.state.fixtures[live.fixture].teams
     state = d.value(t.state)
     if live.game_id is None:
-        seat(d, arena, len(teams))
+        yield from seat(d, arena, len(teams))
         if state in (b"placement", b"turn", b"over"):
             live.game_id = (d.value(t.game_id) or b"").decode() or None
             live.started = time.time()
             d.save()
         elif d.no_show_after is not None and time.time() - live.assigned_at > d.no_show_after:
-            no_show(d, arena, live, teams)
+            yield from no_show(d, arena, live, teams)
         return
     if d.value(t.game_id) != live.game_id.encode():
         return  # not our game's topics (yet): a restart before the retained state came
@@ -49,12 +51,12 @@ def step(d: Director, arena: str) -> None:
         _record_played(d, arena, live, teams, summary, players)
 
 
-def seat(d: Director, arena: str, players: int) -> None:
+def seat(d: Director, arena: str, players: int) -> Step[None]:
     """Tables: the arena's game starts when all ``players`` are ready (a
     table of 3 that has 2 ready must not start without the third)."""
     if d.state.table_size == 2 or d.seated.get(arena) == players:
         return
-    if d.referee is not None and d.referee.seat(arena, players):  # False: no answer, asked again next step
+    if d.referee is not None and (yield from ask(d.referee.seat(arena, players))):  # False: asked again next step
         d.seated[arena] = players
 
 
@@ -120,7 +122,7 @@ def _journal_details(d: Director, result: GameResult) -> None:
     result.ended = summary.ended or result.ended
 
 
-def no_show(d: Director, arena: str, live: Live, teams: list[str]) -> None:
+def no_show(d: Director, arena: str, live: Live, teams: list[str]) -> Step[None]:
     """The game never started: close the lobby and score a forfeit, unless
     it started at the last moment (then it is played out)."""
     t = Topics(arena)
@@ -128,7 +130,7 @@ def no_show(d: Director, arena: str, live: Live, teams: list[str]) -> None:
     absent = [p for p in teams if p not in ready]
     reason = f"no-show: {' and '.join(absent)} not ready {d.no_show_after:g}s after the assignment"
     d.roster[arena] = set()  # nobody else gets in while it closes
-    if d.referee is None or not d.referee.close_lobby(arena, reason):
+    if d.referee is None or not (yield from ask(d.referee.close_lobby(arena, reason))):
         d.roster[arena] = set(teams)
         return
     winner = ready[0] if len(ready) == 1 else None

@@ -82,7 +82,7 @@ def hold(
         if rows is not None:
             on_done(rows)  # (the director still answers, the referee still runs)
     except KeyboardInterrupt:
-        director.stop.set()
+        director.halt()
     finally:
         director.close()
         service.stop()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from salvo.organiser.tournament.controls import ControlError
+from salvo.organiser.tournament.steps import Step
 
 if TYPE_CHECKING:
     from salvo.organiser.tournament.director import Director
@@ -93,7 +94,8 @@ class Spool:
         crash between the state's save and the reply must not apply one twice)."""
         self._answered |= {a.get("request") for a in d.state.audit}
 
-    def serve(self, d: Director) -> None:
+    def serve(self, d: Director) -> Step[None]:
+        """Answer the requests not answered yet (a step: a control may wait for the referee)."""
         try:
             size = self.requests.stat().st_size
         except FileNotFoundError:
@@ -107,10 +109,10 @@ class Spool:
             if not isinstance(rid, str) or rid in self._answered:
                 continue
             self._answered.add(rid)
-            _append(self.replies, answer(d, body))
+            _append(self.replies, (yield from answer(d, body)))
 
 
-def answer(d: Director, body: dict[str, Any]) -> dict[str, Any]:
+def answer(d: Director, body: dict[str, Any]) -> Step[dict[str, Any]]:
     from salvo.organiser.tournament import actions
 
     rid, action = body.get("id"), str(body.get("action"))
@@ -119,7 +121,7 @@ def answer(d: Director, body: dict[str, Any]) -> dict[str, Any]:
     if action == "status":
         return {"id": rid, "ok": True, "status": d.status()}
     try:
-        entry = actions.apply(d, action, args, str(body.get("by") or "cli"), request=str(rid))
+        entry = yield from actions.applying(d, action, args, str(body.get("by") or "cli"), request=str(rid))
     except ControlError as err:
         return {"id": rid, "ok": False, **err.as_json()}
     except Exception as err:  # a damaged line must not stop the night (and every restart after it)
