@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "tournament": ("tournament",),
     "tls": ("tls",),
     "night": ("night",),
+    "spec": ("spec",),
 }
 
 
