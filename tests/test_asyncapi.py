@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from salvo.cli import main
 from salvo.sdk.bots import make_strategy
 from salvo.sdk.client import SalvoClient
-from salvo.spec import asyncapi
+from salvo.spec import asyncapi, crypto, payloads
 from salvo.spec.errors import Code
 from salvo.spec.topics import Inbound, Topics
 
@@ -213,7 +213,7 @@ def test_the_checker_refuses_what_the_document_does_not_allow() -> None:
 def _played(
     broker: Mosquitto, prefix: str, start_referee: RefereeFactory, record: Recorder, inject: Callable[[], None]
 ) -> None:
-    start_referee(turn_timeout=10, reset_after=1)
+    start_referee(turn_timeout=10, reset_after=2)
     t = Topics(prefix)
     secrets = {n: f"{n}-{uuid.uuid4().hex[:6]}" for n in ("alice", "bob")}
     clients = [SalvoClient(n, s, broker.url(n), prefix=prefix).connect() for n, s in secrets.items()]
@@ -223,6 +223,11 @@ def _played(
         for thread in threads:
             thread.start()
         record.wait_for(t.state, "over", timeout=90)
+        # alice's signed shot once the game is over: refused to her (not_in_turn) on her own error topic
+        game = record.text(t.game_id) or ""
+        shot = crypto.sign(clients[0].key, payloads.fire_data(0, 0, "bob", 1, game))
+        record.client.publish(t.fire("bob"), json.dumps(shot), qos=1).wait_for_publish(10)
+        record.wait(lambda m: m.topic == t.player_error("alice"), timeout=30)
         record.wait(lambda m: m.topic == t.record and not m.payload, timeout=30)  # the reset's clears
     finally:
         for c in clients:
@@ -235,7 +240,7 @@ def test_every_message_of_a_real_game_keeps_the_contract(
     """Two SDK bots play a whole game through the real referee; every message
     on ``#`` in the arena (the referee's, with its rights, and the bots'), and
     every retained topic a late subscriber gets, is on a channel of the
-    document and is one of that channel's messages. Three refused messages
+    document and is one of that channel's messages. Four refused messages
     bring the error channels in."""
     t = Topics(prefix)
     contract = Contract(asyncapi.document(), prefix)
@@ -262,6 +267,7 @@ def test_every_message_of_a_real_game_keeps_the_contract(
         for must in ("game/errors", "game/record", "game/stats/summary", "game/salvo", "game/server"):
             assert must in seen, (must, sorted(seen))
         assert any(m.topic.endswith("/ships/dinghy/error") for m in checked)
+        assert any(m.topic == t.player_error("alice") and b"not_in_turn" in m.payload for m in checked)
         assert any(m.topic.endswith("/hit") for m in checked) and any(m.topic.endswith("/fire") for m in checked)
     finally:
         everything.close()
