@@ -14,6 +14,7 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from mqttkit import Msg, Recorder
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "docs" / "asyncapi.yaml"
 NODE_PROJECT = ROOT / "tools" / "asyncapi"
+#: The document, generated once for the tests that only read it.
+DOC = cache(asyncapi.document)
 
 
 def test_the_shipped_document_is_what_the_code_generates() -> None:
@@ -53,7 +56,7 @@ def test_the_cli_prints_one_document_as_yaml_and_as_json() -> None:
 
 
 def test_the_error_codes_and_the_topic_families_come_from_the_spec() -> None:
-    doc = asyncapi.document()
+    doc = DOC()
     assert doc["components"]["schemas"]["Code"]["enum"] == [c.value for c in Code]
     # every inbound family is a send channel, and its address parses back to that family
     t = Topics()
@@ -69,6 +72,22 @@ def test_the_error_codes_and_the_topic_families_come_from_the_spec() -> None:
         assert (
             t.parse_outbound(concrete) or t.parse_inbound(concrete) or concrete in (t.probe,)
         ) or concrete.startswith("/tournament/"), address
+
+
+def test_every_example_keeps_its_schema_and_the_crypto_ones_are_the_protocols() -> None:
+    """The examples are built by the referee's own payload functions; the
+    AsyncAPI parser does not check them against their schemas, so this does."""
+    doc = DOC()
+    components = doc["components"]
+    examples = {n: m["examples"] for n, m in components["messages"].items() if "examples" in m}
+    assert len(examples) >= 20
+    for name, listed in examples.items():
+        for example in listed:
+            schema = {**components["messages"][name]["payload"], "components": components}
+            jsonschema.validate(example["payload"], schema, cls=jsonschema.Draft7Validator)
+    protocol = (ROOT / "docs" / "protocol.md").read_text()
+    assert examples["place"][0]["payload"] in protocol  # section 3's worked example
+    assert json.dumps(examples["fire"][0]["payload"], separators=(",", ":")) in protocol
 
 
 # -- the AsyncAPI tooling ----------------------------------------------------------------
@@ -104,32 +123,45 @@ def _parser_dir(tmp_path_factory: pytest.TempPathFactory) -> Path | str:
     return where
 
 
-def test_the_asyncapi_parser_accepts_the_document(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_the_asyncapi_parser_accepts_the_document_and_refuses_a_broken_one(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """tools/asyncapi/validate.mjs (@asyncapi/parser, pinned by its lock
+    file) on the shipped document, and on a piece of it with a QoS of 7 (an
+    error of the MQTT binding), so the check is seen to fail."""
     where = _parser_dir(tmp_path_factory)
     if isinstance(where, str):
         if os.environ.get("SALVO_REQUIRE_NODE"):
             pytest.fail(f"SALVO_REQUIRE_NODE is set: {where}")
         pytest.skip(f"{where}: the AsyncAPI parser cannot run here (.ci/run installs it)")
-    run = subprocess.run(
-        ["node", str(where / "validate.mjs"), str(SHIPPED)], capture_output=True, text=True, timeout=120, check=False
+    doc = DOC()
+    operation = json.loads(json.dumps(doc["operations"]["receiveGameState"]))
+    operation["bindings"]["mqtt"]["qos"] = 7
+    broken = tmp_path / "broken.json"  # one channel of the document, small: the parser takes seconds a document
+    broken.write_text(
+        json.dumps(
+            {
+                "asyncapi": doc["asyncapi"],
+                "info": doc["info"],
+                "channels": {"gameState": doc["channels"]["gameState"]},
+                "operations": {"receiveGameState": operation},
+                "components": {"messages": {m: doc["components"]["messages"][m] for m in ("state", "cleared")}},
+            }
+        )
     )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert re.search(r"^valid AsyncAPI 3\.0\.0: \d+ channels", run.stdout, re.MULTILINE), run.stdout
-
-
-def test_the_validator_fails_on_a_broken_document(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
-    """The check can fail: a QoS of 7 is an error of the MQTT binding."""
-    where = _parser_dir(tmp_path_factory)
-    if isinstance(where, str):
-        if os.environ.get("SALVO_REQUIRE_NODE"):
-            pytest.fail(f"SALVO_REQUIRE_NODE is set: {where}")
-        pytest.skip(f"{where}: the AsyncAPI parser cannot run here (.ci/run installs it)")
-    broken = tmp_path / "broken.yaml"
-    broken.write_text(SHIPPED.read_text().replace("qos: 1", "qos: 7", 1))
     run = subprocess.run(
-        ["node", str(where / "validate.mjs"), str(broken)], capture_output=True, text=True, timeout=120, check=False
+        ["node", str(where / "validate.mjs"), str(SHIPPED), str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    assert run.returncode == 1 and "INVALID" in run.stdout and ".qos" in run.stdout, run.stdout + run.stderr
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert re.search(rf"^{re.escape(str(SHIPPED))}: valid AsyncAPI 3\.0\.0: \d+ channels", out, re.MULTILINE), out
+    assert not re.search(rf"^{re.escape(str(SHIPPED))}: error ", out, re.MULTILINE), out
+    assert re.search(rf"^{re.escape(str(broken))}: error .*\.qos: ", out, re.MULTILINE), out
+    assert f"{broken}: INVALID" in out, out
 
 
 # -- every payload of a real game ----------------------------------------------------------
@@ -191,7 +223,7 @@ class Contract:
 def test_the_checker_refuses_what_the_document_does_not_allow() -> None:
     """The game test can fail: an unknown topic, a payload off its schema, a
     retained copy of a live-only topic and a cleared live-only topic are all refused."""
-    contract = Contract(asyncapi.document(), "p")
+    contract = Contract(DOC(), "p")
 
     def msg(topic: str, payload: bytes, retain: bool = False) -> Msg:
         return Msg(topic, payload, retain, 0.0)
@@ -243,7 +275,7 @@ def test_every_message_of_a_real_game_keeps_the_contract(
     document and is one of that channel's messages. Four refused messages
     bring the error channels in."""
     t = Topics(prefix)
-    contract = Contract(asyncapi.document(), prefix)
+    contract = Contract(DOC(), prefix)
     everything = Recorder(broker, "referee", ["#"])
     injected = {
         (t.request_participation, b'{"name": 7}'),  # malformed join: /game/errors

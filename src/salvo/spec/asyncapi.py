@@ -22,9 +22,9 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from salvo.spec import wire
+from salvo.spec import codec, crypto, payloads, wire
 from salvo.spec.errors import Code
-from salvo.spec.rules import SHIP_IDS
+from salvo.spec.rules import SHIP_IDS, Orientation, Placement
 from salvo.spec.topics import NAME_RE, Inbound, Outbound, Topics, TournamentTopics
 
 #: The protocol version the document describes (info.version).
@@ -37,7 +37,6 @@ _REF = "#/components/schemas/{model}"
 _MODELS: Final[tuple[type[BaseModel], ...]] = (
     wire.JoinRequest,
     wire.PlacementMessage,
-    wire.SignedMessage,
     wire.FireData,
     wire.Deadline,
     wire.TurnInfo,
@@ -73,19 +72,15 @@ def _schemas() -> dict[str, Any]:
         "description": "Every error code (docs/protocol.md section 8): branch on it, never on `error`'s prose",
     }
     schemas["ErrorReport"]["properties"]["code"] = {"$ref": _REF.format(model="Code")}
-    schemas["FireMessage"] = {
-        "title": "FireMessage",
-        "description": "A signed message whose data is FireData; `signature` is seal(team key, JSON of `data`). "
-        "(`payload` is accepted instead of `data`.)",
-        "allOf": [
-            {"$ref": _REF.format(model="SignedMessage")},
-            {
-                "type": "object",
-                "properties": {"data": {"$ref": _REF.format(model="FireData")}, "signature": _BASE64},
-                "required": ["data", "signature"],
-            },
-        ],
-    }
+    fire = wire.SignedMessage.model_json_schema(ref_template=_REF)
+    fire["properties"] = {"data": {"$ref": _REF.format(model="FireData")}, "signature": _BASE64}
+    fire.pop("$defs", None)  # (only the JsonValue of the generic `data`)
+    fire["title"] = "FireMessage"
+    fire["description"] = (
+        "A signed message whose data is FireData; `signature` is seal(team key, JSON of `data`). "
+        "(The referee also takes `payload` instead of `data`.)"
+    )
+    schemas["FireMessage"] = fire
     schemas["Lease"] = {
         "title": "Lease",
         "description": "Which referee process holds the arena (the referee's own; teams cannot read it)",
@@ -204,6 +199,49 @@ _MESSAGES: Final[dict[str, _Message]] = {
 }
 
 
+def _examples() -> dict[str, list[str]]:
+    """Example payloads as the wire carries them, built by the functions the
+    referee and the SDK build theirs with (the AsyncAPI parser checks each
+    against its schema). The signed and sealed ones are docs/protocol.md
+    section 3's worked example: its fixed nonces are for the example only."""
+    key = crypto.derive_team_key("alice", "correct horse battery staple")
+    game, alice = "f4f2e80d6f85efdc", payloads.quote("alice")
+    fire = crypto.sign(key, payloads.fire_data(3, 4, "bob", 1, game), nonce=bytes(range(24, 48)))
+    place = payloads.placement(Placement(3, 4, Orientation.HORIZONTAL))
+    return {
+        "cleared": [""],
+        "server": ["up", "down"],
+        "gameId": [game],
+        "state": ["lobby", "turn", "over"],
+        "deadline": [payloads.deadline("placement", 1795313419.518), payloads.paused_deadline("turn", 1795313450, 12)],
+        "joinPlain": [payloads.join_request("alice", "correct horse battery staple", "5b0e3c1f9a7d4e26")],
+        "playersList": [payloads.names(["alice", "bob", "carol"])],
+        "playersCount": [payloads.count(3)],
+        "place": [crypto.seal(key, place, nonce=bytes(range(24)))],
+        "approved": [payloads.TRUE, payloads.FALSE],
+        "errorReport": [
+            codec.error_report(
+                "/game/request_participation",
+                "name taken: 'bob' already joined with another secret",
+                Code.NAME_TAKEN,
+                "5b0e3c1f9a7d4e26",
+            ),
+            codec.error_report("/players/alice/fire", "not your turn: it is alice's", Code.NOT_CURRENT_PLAYER),
+        ],
+        "turn": [payloads.turn(1, alice, 5)],
+        "current": ["alice"],
+        "fire": [json.dumps(fire, separators=(",", ":"))],
+        "hit": [payloads.hit("", 43, 1, 1).payload],
+        "hits": [payloads.count(2)],
+        "salvo": [payloads.salvo(1, alice, 5, 2)],
+        "sunk": [payloads.TRUE],
+        "defeated": [payloads.TRUE],
+        "winner": ["carol"],
+        "statsSummary": [payloads.stats_summary("carol", 17, 68, 41, 12.73, "victory")],
+        "playerStats": [payloads.player_stats(2, 21, 12, 2, 5, 17, "sunk")],
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class _Channel:
     id: str
@@ -315,6 +353,13 @@ own tools only.
 """
 
 
+def _decoded(message: _Message, text: str) -> Any:
+    """A payload's text as the JSON value its schema describes."""
+    if message.text and message.schema.get("type") not in ("integer", "boolean"):
+        return text
+    return json.loads(text)
+
+
 def document() -> dict[str, Any]:
     """The AsyncAPI 3.0 document, as plain JSON values."""
     covered = {kind for kind, _ in _CHANNELS if kind is not None}
@@ -339,15 +384,18 @@ def document() -> dict[str, Any]:
                 "messages": [{"$ref": f"#/channels/{ch.id}/messages/{m}"} for m in names],
                 "bindings": {"mqtt": {"qos": ch.qos, "retain": ch.retained, "bindingVersion": MQTT_BINDING}},
             }
-    messages = {
-        name: {
+    examples = _examples()
+    messages: dict[str, Any] = {}
+    for name, m in _MESSAGES.items():
+        message = {
             "name": name,
             "summary": m.summary,
             "contentType": "text/plain" if m.text else "application/json",
             "payload": m.schema,
         }
-        for name, m in _MESSAGES.items()
-    }
+        if name in examples:
+            message["examples"] = [{"payload": _decoded(m, text)} for text in examples[name]]
+        messages[name] = message
     return {
         "asyncapi": ASYNCAPI_VERSION,
         "info": {
