@@ -387,7 +387,7 @@ def document() -> dict[str, Any]:
     examples = _examples()
     messages: dict[str, Any] = {}
     for name, m in _MESSAGES.items():
-        message = {
+        message: dict[str, Any] = {
             "name": name,
             "summary": m.summary,
             "contentType": "text/plain" if m.text else "application/json",
