@@ -168,7 +168,7 @@ def test_the_sdk_installs_alone_without_servers_broker_or_organiser(tmp_path: Pa
     team = run(python, "-c", TEAM_CODE)
     assert team.returncode == 0, team.stderr
     assert "heavy: []" in team.stdout and "conformance: salvo.conformance" in team.stdout, team.stdout
-    # The team's commands: `salvo bot` (the team card's line) and `salvo spec` (the contract), the rest says where it is.
+    # The team's commands: `salvo bot` (the team card's line) and `salvo spec`; the rest says where it is.
     salvo = python.parent / "salvo"
     helped = subprocess.run([salvo, "--help"], capture_output=True, text=True, check=True).stdout
     assert re.findall(r"^  (\w+) ", helped.split("Commands:")[1], re.M) == ["bot", "spec"]
