@@ -145,7 +145,28 @@ def _schemas() -> dict[str, Any]:
             "fixtures": {"type": "array", "items": {"type": "object"}},
         },
     }
+    for schema in schemas.values():
+        _tidy(schema)
     return dict(sorted(schemas.items()))
+
+
+_SPHINX_ROLE: Final = re.compile(r":\w+:`~?(?:\w+\.)*(\w+)`")
+
+
+def _tidy(schema: dict[str, Any]) -> None:
+    """What pydantic writes for Python, made to say what the wire carries:
+    an optional key the referee leaves out when it has no value (``X | None
+    = None``) is the bare ``X`` (it is never ``null``: the game test would
+    fail on one), and docstrings lose their Sphinx markup."""
+    if "description" in schema:
+        schema["description"] = _SPHINX_ROLE.sub(r"`\1`", schema["description"]).replace("``", "`")
+    required = set(schema.get("required", ()))
+    for key, prop in schema.get("properties", {}).items():
+        options = prop.get("anyOf", [])
+        if key not in required and prop.get("default", 0) is None and len(options) == 2 and {"type": "null"} in options:
+            (kept,) = (o for o in options if o != {"type": "null"})
+            del prop["anyOf"], prop["default"]
+            prop.update(kept)
 
 
 @dataclass(frozen=True, slots=True)
