@@ -48,14 +48,20 @@ _MODELS: Final[tuple[type[BaseModel], ...]] = (
     wire.GameRecord,
 )
 
-_NAME: Final = {"type": "string", "pattern": f"^{NAME_RE.pattern}$", "description": "A team name"}
-_BASE64: Final = {
-    "type": "string",
-    "contentEncoding": "base64",
-    "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
-    "description": "Standard base64 with padding",
+#: Shared scalar schemas, named components (code generators name their types after them).
+_SCALARS: Final[dict[str, dict[str, Any]]] = {
+    "TeamName": {"type": "string", "pattern": f"^{NAME_RE.pattern}$", "description": "A team name"},
+    "Base64": {
+        "type": "string",
+        "contentEncoding": "base64",
+        "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+        "description": "Standard base64 with padding",
+    },
+    "GameId": {"type": "string", "pattern": "^[0-9a-f]{16}$", "description": "A game's id, 16 lower-case hex digits"},
 }
-_GAME_ID: Final = {"type": "string", "pattern": "^[0-9a-f]{16}$", "description": "The current game's id"}
+_NAME: Final = {"$ref": _REF.format(model="TeamName")}
+_BASE64: Final = {"$ref": _REF.format(model="Base64")}
+_GAME_ID: Final = {"$ref": _REF.format(model="GameId")}
 _TRUE: Final = {"type": "boolean", "const": True}
 
 
@@ -64,7 +70,7 @@ def _schemas() -> dict[str, Any]:
     payloads no model describes (plain text, base64, the referee's lease,
     the tournament's JSON, which the director spells)."""
     _, top = models_json_schema([(m, "validation") for m in _MODELS], ref_template=_REF)
-    schemas: dict[str, Any] = dict(top["$defs"])
+    schemas: dict[str, Any] = {**top["$defs"], **_SCALARS}
     schemas["Code"] = {
         "type": "string",
         "enum": [c.value for c in Code],
