@@ -33,6 +33,13 @@ ASYNCAPI_VERSION: Final = "3.0.0"
 MQTT_BINDING: Final = "0.2.0"
 
 _REF = "#/components/schemas/{model}"
+
+
+def _pointer(*levels: str) -> dict[str, str]:
+    """A ``$ref`` to ``#/levels...`` of this document."""
+    return {"$ref": "/".join(("#", *levels))}
+
+
 #: The wire models a payload names, by component name.
 _MODELS: Final[tuple[type[BaseModel], ...]] = (
     wire.JoinRequest,
@@ -248,12 +255,12 @@ def _examples() -> dict[str, list[str]]:
         "approved": [payloads.TRUE, payloads.FALSE],
         "errorReport": [
             codec.error_report(
-                "/game/request_participation",
+                _T.request_participation,
                 "name taken: 'bob' already joined with another secret",
                 Code.NAME_TAKEN,
                 "5b0e3c1f9a7d4e26",
             ),
-            codec.error_report("/players/alice/fire", "not your turn: it is alice's", Code.NOT_CURRENT_PLAYER),
+            codec.error_report(_T.fire("alice"), "not your turn: it is alice's", Code.NOT_CURRENT_PLAYER),
         ],
         "turn": [payloads.turn(1, alice, 5)],
         "current": ["alice"],
@@ -336,7 +343,7 @@ _CHANNELS: Final[tuple[tuple[Outbound | Inbound | None, _Channel], ...]] = (
                                "receive", True)),
     (Outbound.STATS_PLAYER, _Channel("statsPlayer", _T.stats_player(_N), "A player's stats.", ("playerStats",),
                                      "receive", True)),
-    (None, _Channel("tournamentAssignment", f"{TournamentTopics.root}/assignments/{_TEAM}",
+    (None, _Channel("tournamentAssignment", TournamentTopics.assignments().replace("+", _TEAM),
                     "(tournament) Where the team plays next; outside every arena.", ("assignment",), "receive", True)),
     (None, _Channel("tournamentStandings", TournamentTopics.standings, "(tournament) The table.", ("standings",),
                     "receive", True)),
@@ -399,16 +406,16 @@ def document() -> dict[str, Any]:
         channel: dict[str, Any] = {
             "address": ch.address,
             "description": ch.description + (" Retained." if ch.retained else ""),
-            "messages": {m: {"$ref": f"#/components/messages/{m}"} for m in names},
+            "messages": {m: _pointer("components", "messages", m) for m in names},
         }
         if params := re.findall(r"\{(\w+)\}", ch.address):
-            channel["parameters"] = {p: {"$ref": f"#/components/parameters/{p}"} for p in params}
+            channel["parameters"] = {p: _pointer("components", "parameters", p) for p in params}
         channels[ch.id] = channel
         if ch.op is not None:
             operations[f"{ch.op}{ch.id[0].upper()}{ch.id[1:]}"] = {
                 "action": ch.op,
-                "channel": {"$ref": f"#/channels/{ch.id}"},
-                "messages": [{"$ref": f"#/channels/{ch.id}/messages/{m}"} for m in names],
+                "channel": _pointer("channels", ch.id),
+                "messages": [_pointer("channels", ch.id, "messages", m) for m in names],
                 "bindings": {"mqtt": {"qos": ch.qos, "retain": ch.retained, "bindingVersion": MQTT_BINDING}},
             }
     examples = _examples()
@@ -438,7 +445,7 @@ def document() -> dict[str, Any]:
                 "protocol": "secure-mqtt",
                 "description": "The venue's TLS listener: verify it against the organiser's ca.crt.",
                 "variables": {"host": {"description": "The broker's host name, from the team card"}},
-                "security": [{"$ref": "#/components/securitySchemes/teamLogin"}],
+                "security": [_pointer("components", "securitySchemes", "teamLogin")],
             },
             "organiser": {
                 "host": "localhost:1883",
