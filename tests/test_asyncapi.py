@@ -243,7 +243,12 @@ def test_the_checker_refuses_what_the_document_does_not_allow() -> None:
 
 
 def _played(
-    broker: Mosquitto, prefix: str, start_referee: RefereeFactory, record: Recorder, inject: Callable[[], None]
+    broker: Mosquitto,
+    prefix: str,
+    start_referee: RefereeFactory,
+    record: Recorder,
+    inject: Callable[[], None],
+    fired: list[str],
 ) -> None:
     start_referee(turn_timeout=10, reset_after=2)
     t = Topics(prefix)
@@ -258,6 +263,7 @@ def _played(
         # alice's signed shot once the game is over: refused to her (not_in_turn) on her own error topic
         game = record.text(t.game_id) or ""
         shot = crypto.sign(clients[0].key, payloads.fire_data(0, 0, "bob", 1, game))
+        fired.append(shot["signature"])
         record.client.publish(t.fire("bob"), json.dumps(shot), qos=1).wait_for_publish(10)
         record.wait(lambda m: m.topic == t.player_error("alice"), timeout=30)
         record.wait(lambda m: m.topic == t.record and not m.payload, timeout=30)  # the reset's clears
@@ -288,7 +294,8 @@ def test_every_message_of_a_real_game_keeps_the_contract(
             everything.client.publish(topic, payload, qos=1).wait_for_publish(10)
 
     try:
-        _played(broker, prefix, start_referee, everything, inject)
+        shot_signature: list[str] = []
+        _played(broker, prefix, start_referee, everything, inject, shot_signature)
         sync = f"/sync-{prefix}"
         everything.sync(sync)
         mine = [m for m in everything.messages if m.topic.startswith(f"/{prefix}/")]
@@ -296,10 +303,15 @@ def test_every_message_of_a_real_game_keeps_the_contract(
         problems = [p for m in checked if (p := contract.problem(m)) is not None]
         assert not problems, "\n".join(problems[:20])
         seen = {m.topic.split("/", 2)[2] for m in checked}
-        for must in ("game/errors", "game/record", "game/stats/summary", "game/salvo", "game/server"):
+        for must in ("game/errors", "game/record", "game/stats/summary", "game/salvo", "game/server", "game/version"):
             assert must in seen, (must, sorted(seen))
         assert any(m.topic.endswith("/ships/dinghy/error") for m in checked)
-        assert any(m.topic == t.player_error("alice") and b"not_in_turn" in m.payload for m in checked)
+        refused = next(m.json() for m in checked if m.topic == t.player_error("alice"))
+        # (v2.1) the refusal names its shot, hits name their game, the version is announced
+        assert refused["code"] == "not_in_turn" and refused["shot"] == {"target": "bob", "x": 0, "y": 0}
+        assert refused["signature"] == shot_signature[0][:16]
+        assert all("game" in m.json() for m in checked if m.topic.endswith("/hit"))
+        assert everything.text(t.version) == payloads.PROTOCOL_VERSION
         assert any(m.topic.endswith("/hit") for m in checked) and any(m.topic.endswith("/fire") for m in checked)
     finally:
         everything.close()

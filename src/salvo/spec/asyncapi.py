@@ -27,8 +27,6 @@ from salvo.spec.errors import Code
 from salvo.spec.rules import SHIP_IDS, Orientation, Placement
 from salvo.spec.topics import NAME_RE, Inbound, Outbound, Topics, TournamentTopics
 
-#: The protocol version the document describes (info.version).
-PROTOCOL_VERSION: Final = "2.0"
 ASYNCAPI_VERSION: Final = "3.0.0"
 MQTT_BINDING: Final = "0.2.0"
 
@@ -204,6 +202,11 @@ _MESSAGES: Final[dict[str, _Message]] = {
     "lease": _Message("The arena's lease", _model("Lease")),
     "sweep": _Message("A random marker of the referee's start-up sweep: ignore it", {"type": "string"}, True),
     "probe": _Message("The referee's own probe through the broker", {"type": "string"}, True),
+    "version": _Message(
+        "(v2.1) The protocol version the referee speaks",
+        {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
+        True,
+    ),
     "gameId": _Message("The current game's id, 16 lower-case hex digits; every fire message signs it", _GAME_ID, True),
     "state": _Message("The phase", {"type": "string", "enum": ["lobby", "turn", "over"]}, True),
     "deadline": _Message("When the current phase times out (unix seconds)", _model("Deadline")),
@@ -245,10 +248,11 @@ def _examples() -> dict[str, list[str]]:
     return {
         "cleared": [""],
         "server": ["up", "down"],
+        "version": [payloads.PROTOCOL_VERSION],
         "gameId": [game],
         "state": ["lobby", "turn", "over"],
         "deadline": [payloads.deadline("placement", 1795313419.518), payloads.paused_deadline("turn", 1795313450, 12)],
-        "joinPlain": [payloads.join_request("alice", "correct horse battery staple", "5b0e3c1f9a7d4e26")],
+        "joinPlain": [payloads.join_request("alice", "correct horse battery staple", "5b0e3c1f9a7d4e26", game)],
         "playersList": [payloads.names(["alice", "bob", "carol"])],
         "playersCount": [payloads.count(3)],
         "place": [crypto.seal(key, place, nonce=bytes(range(24)))],
@@ -260,12 +264,18 @@ def _examples() -> dict[str, list[str]]:
                 Code.NAME_TAKEN,
                 "5b0e3c1f9a7d4e26",
             ),
-            codec.error_report(_T.fire("alice"), "not your turn: it is alice's", Code.NOT_CURRENT_PLAYER),
+            codec.error_report(
+                _T.fire("alice"),
+                "not your turn: it is alice's",
+                Code.NOT_CURRENT_PLAYER,
+                signature=fire["signature"][:16],
+                shot=("alice", 3, 4),
+            ),
         ],
         "turn": [payloads.turn(1, alice, 5)],
         "current": ["alice"],
         "fire": [json.dumps(fire, separators=(",", ":"))],
-        "hit": [payloads.hit("", 43, 1, 1).payload],
+        "hit": [payloads.hit("", 43, 1, 1, payloads.hit_end(game)).payload],
         "hits": [payloads.count(2)],
         "salvo": [payloads.salvo(1, alice, 5, 2)],
         "sunk": [payloads.TRUE],
@@ -297,6 +307,9 @@ _CHANNELS: Final[tuple[tuple[Outbound | Inbound | None, _Channel], ...]] = (
     (Outbound.SERVER, _Channel("gameServer", _T.server, "Is the referee up?", ("server",), "receive", True)),
     (Outbound.PUBKEY, _Channel("gamePubkey", _T.pubkey, "The referee's key for sealed joins; survives restarts.",
                                ("pubkey",), "receive", True)),
+    (Outbound.VERSION, _Channel("gameVersion", _T.version, "(v2.1) The protocol version, published with the "
+                                "pubkey whenever the referee (re)connects; absent from a v2 referee.",
+                                ("version",), "receive", True)),
     (Outbound.LEASE, _Channel("gameLease", _T.lease, "The referee's own: which referee process holds the arena. "
                               "Teams cannot read it.", ("lease",), None, True)),
     (Outbound.SWEEP, _Channel("gameSweep", _T.sweep, "The referee's own start-up marker (QoS 0, not retained).",
@@ -434,7 +447,7 @@ def document() -> dict[str, Any]:
         "asyncapi": ASYNCAPI_VERSION,
         "info": {
             "title": "salvo: Battleship Salvo over MQTT",
-            "version": PROTOCOL_VERSION,
+            "version": payloads.PROTOCOL_VERSION,
             "description": _INFO.strip(),
             "license": {"name": "MIT"},
         },
