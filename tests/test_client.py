@@ -148,6 +148,8 @@ def test_v21_joins_name_the_game_and_a_refused_shot_is_known_by_its_cell(
         alice.place_fleet(ROWS)
         bob.place_fleet(COLUMNS)
         assert alice.wait_until(lambda v: v.current is not None, 10)
+        # Both views must know the turn: a shot signed for no turn yet is wrong_turn.
+        assert bob.wait_until(lambda v: v.current is not None, 10)
         waiting = alice if alice.view.current == "bob" else bob
         victim = "bob" if waiting is alice else "alice"
         waiting.fire_salvo([(victim, 3, 4), (victim, 5, 6)])

@@ -374,10 +374,10 @@ class SalvoClient:
 
         Refusals come on the public ``/game/errors``; only one that echoes
         this join's random ``request_id`` is believed, so nobody can make
-        this team think it was refused. A ``busy`` refusal is retried, and
-        (v2.1) a ``wrong_game`` one: the join names the ``/game/id`` this
-        client saw, and a new game's id may have come meanwhile."""
-        if not self.wait_until(lambda v: bool(v.state), timeout):
+        this team think it was refused. ``busy`` is retried, and (v2.1)
+        ``wrong_game``: a new game's id may have come since the join."""
+        # /game/id too: the join names it, and it may come after /game/state.
+        if not self.wait_until(lambda v: bool(v.state) and v.game_id is not None, timeout):
             raise TimeoutError("no /game/state from the referee: is it running on this prefix?")
         end = time.monotonic() + timeout
         while True:
