@@ -30,7 +30,7 @@ grpc_tools = pytest.importorskip("grpc_tools.protoc")
 from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 from google.protobuf.message import Message  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 
-#: the game id of a forged shot (its refusal carries a Shot)
+#: the game id of a stale shot (its refusal carries a Shot)
 NOBODYS = "f" * 16
 PROTO = Path(__file__).resolve().parent.parent / "proto" / "salvo.proto"
 
@@ -102,9 +102,13 @@ def test_messages_of_a_real_game_parse_and_agree(
     # refused joins, for ErrorReport samples with and without a request_id
     watcher.publish(t.request_participation, '{"name": "a b", "secret": "x"}')
     watcher.publish(t.request_participation, '{"name": "a b", "secret": "x", "request_id": "r-1"}')
-    # (v2.1) a fire refusal names its shot: a signature nobody's key opens
-    forged = crypto.sign(team_key("mallory", "m"), {"x": 3, "y": 4, "target": "bob", "turn": 1, "game": NOBODYS})
-    watcher.publish(t.fire("bob"), json.dumps(forged))
+    # (v2.1) a fire refusal names its shot on its sender's own topic: bob's
+    # key, another game's id (a public refusal names none: protocol.md 6)
+    watcher.wait_for(t.state, "turn", timeout=30)
+    stale = crypto.sign(
+        team_key("bob", secrets["bob"]), {"x": 3, "y": 4, "target": "alice", "turn": 1, "game": NOBODYS}
+    )
+    watcher.publish(t.fire("alice"), json.dumps(stale))
     for thread in threads:
         thread.join(60)
     watcher.wait_for(t.state, "over", timeout=30)

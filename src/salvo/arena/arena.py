@@ -464,8 +464,11 @@ class Arena:
         signed = wire.parse_signed(codec.loads(payload, "fire message"))
         try:
             return self._fire_signed(topic, route, signed, now)
-        except Rejection as err:  # (v2.1) from here on a refusal names its shot
-            return self._report(topic, route, err, self.topics.errors, signed=signed)
+        except Rejection as err:
+            # Public, and nobody's key vouches for the message: naming its shot
+            # here would let anyone publish a "refusal" of any cell (v2.1: the
+            # shot is named on the sender's own topic only).
+            return self._report(topic, route, err, self.topics.errors)
 
     def _fire_signed(self, topic: str, route: Route, signed: wire.SignedMessage, now: float) -> list[Effect]:
         game = self.game

@@ -86,7 +86,7 @@ _CASES = [
     Case(
         "fire.names_shot",
         "6",
-        "(v2.1) a refused signed fire message's report echoes its signature's first 16 characters and its shot",
+        "(v2.1) a fire refusal to its sender names its shot (signature prefix, cell); a public one neither",
     ),
     Case("fire.unbound", "6", "the v1 unbound fire data {x, y} is refused by default: code malformed"),
     Case("fire.off_board", "6", "shots off the board are refused: code off_board"),

@@ -96,7 +96,7 @@ def bad_messages(s: Session, team: Team, other: Team, third: Team, turn: int, ga
         )
         if k is not None:
             report = left.pop(k)
-            echo = names_shot(topic, payload)
+            echo = names_shot(topic, payload, public=where == public)
             got = {key: report.get(key) for key in echo}
             s.note("fire.names_shot", got == echo, f"message {i + 1} ({code}): {got} should be {echo}")
         others = [f"{v.get('code')}" if isinstance(v, dict) else repr(v) for v in left]
@@ -116,11 +116,14 @@ def bad_messages(s: Session, team: Team, other: Team, third: Team, turn: int, ga
     return Replay(later, team.name, t.fire(target), future)
 
 
-def names_shot(topic: str, payload: str) -> dict[str, object]:
-    """(v2.1) What a refusal of ``payload`` on fire ``topic`` must echo: a
-    readable signed message's signature (16 characters) and, when its data
-    has integer x and y, its shot at the topic's target; else neither key
-    (both None)."""
+def names_shot(topic: str, payload: str, public: bool) -> dict[str, object]:
+    """(v2.1) What a refusal of ``payload`` on fire ``topic`` must echo: on
+    the sender's own error topic, the signature (16 characters) and, when its
+    data has integer x and y, its shot at the topic's target; on the public
+    /game/errors neither key (both None): nobody's key vouches for it, and an
+    echo there would let anyone "refuse" any cell in a team's name."""
+    if public:
+        return {"signature": None, "shot": None}
     sent = json_or_none(payload.encode())
     data = sent.get("data") if isinstance(sent, dict) else None
     signature = sent.get("signature") if isinstance(sent, dict) else None
