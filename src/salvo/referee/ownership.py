@@ -224,7 +224,14 @@ def lag(seen: Sighting, progress: Progress) -> str | None:
     The journal is written before anything is published, so the broker can
     never rightly be ahead of it."""
     shown = f"turn {seen.turn}" if seen.turn else f"state {seen.state}"
-    if _STAGES.get(seen.state or "", 0) > _STAGES.get(progress.state, 0) or seen.turn > progress.turn:
+    state = seen.state or ""
+    if state == "over" and progress.state == "lobby" and not seen.turn:
+        # A reset cut short: it publishes its clears, then the new game's id,
+        # then "lobby" (engine._reset), so the "over" is the game before's.
+        # This game's own "over" would come with its /game/turn: every game
+        # ends by a salvo, and /game/turn stays until the reset clears it.
+        state = "lobby"
+    if _STAGES.get(state, 0) > _STAGES.get(progress.state, 0) or seen.turn > progress.turn:
         return f"the broker shows {shown}, this journal ends at {progress.describe()}"
     # (A sink of somebody who is not a player of the journal's game is not
     # this game's: stale, from before the start-up sweep that clears it.)
