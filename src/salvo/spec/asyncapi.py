@@ -312,8 +312,8 @@ _CHANNELS: Final[tuple[tuple[Outbound | Inbound | None, _Channel], ...]] = (
                                 ("version",), "receive", True)),
     (Outbound.LEASE, _Channel("gameLease", _T.lease, "The referee's own: which referee process holds the arena. "
                               "Teams cannot read it.", ("lease",), None, True)),
-    (Outbound.SWEEP, _Channel("gameSweep", _T.sweep, "The referee's own start-up marker (QoS 0, not retained).",
-                              ("sweep",), "receive", False, 0)),
+    (Outbound.SWEEP, _Channel("gameSweep", _T.sweep, "The referee's own start-up marker (QoS 0, not retained). "
+                              "Teams cannot read it.", ("sweep",), None, False, 0)),
     (None, _Channel("refereeProbe", _T.probe, "The referee's own probe of the broker's lag. Teams cannot read it.",
                     ("probe",), None)),
     (Outbound.GAME_ID, _Channel("gameId", _T.game_id, "The current game's id, new for every game.",
