@@ -32,8 +32,7 @@ static struct { char sig[17]; char target[33]; int x, y; } sent[MAXSENT]; /* thi
 static struct { char target[33]; int start, next; } boards[MAXPLAYERS]; /* each opponent's sweep */
 static char *hits_on_me[MAXHITS]; /* "game/turn/shot": QoS 1 may deliver a hit twice */
 static int nseen, nsent, nhits, joined, placed, last_turn, refusals, shots;
-static char join_id[25];
-static time_t join_not_before;
+static char join_id[25]; static time_t join_not_before;
 
 /* a JSON object's field: any, a string ("" if not one), an integer (0 if not one) */
 static cJSON *field(cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
@@ -97,8 +96,9 @@ static void join(void) {
     cJSON_AddStringToObject(request, "secret", opt.secret);
     cJSON_AddStringToObject(request, "request_id", join_id);
     char *text = cJSON_PrintUnformatted(request);
-    size_t len = strlen(text); /* a name, a secret of up to 1024 characters, an id: under 2 kB */
-    unsigned char box[2048];
+    size_t len = strlen(text); /* escaped, a long secret may not fit the box: refuse it */
+    unsigned char box[4096];
+    if (len + crypto_box_SEALBYTES > sizeof box) printf("join refused: secret too long\n"), exit(1);
     crypto_box_seal(box, (unsigned char *)text, len, pub); /* only the referee can open it */
     publish("/game/request_participation", b64(box, crypto_box_SEALBYTES + len));
     free(text), cJSON_Delete(request);
@@ -192,7 +192,7 @@ static void on_refusal(cJSON *report) {
             snprintf(which, sizeof which, " (shot %d,%d at %s)", sent[i].x, sent[i].y, sent[i].target);
     if (!strcmp(code, "left_out") || !strcmp(code, "lobby_closed") || !strcmp(code, "game_aborted")) {
         printf("sent away: %s\n", code); /* join the next lobby */
-        joined = placed = 0, join_id[0] = 0;
+        joined = placed = 0, join_id[0] = 0, last_turn = 0; /* the next game's turns start at 1 */
     } else if (!strcmp(code, "not_joined")) {
         placed = 0; /* a placement overtook the join: place again */
     } else {

@@ -160,6 +160,7 @@ function onRefusal(report) {
       console.log(`sent away: ${report.code}`);
       joined = placed = false;
       joinId = null;
+      lastTurn = 0; // the next game counts its turns from 1 again
       return;
     case 'not_joined': // a placement overtook the join: place again
       placed = false;
