@@ -7,7 +7,8 @@ import statistics
 import pytest
 
 from salvo.sdk.bots import STRATEGIES, make_strategy
-from salvo.sdk.view import ErrorReported, MySalvo, Observer, ShipSunk, ShotAtMe, View
+from salvo.sdk.view import ErrorReported, MySalvo, Observer, ShipSunk, ShotAtMe, View, refused
+from salvo.spec.errors import Code
 from salvo.spec.rules import cell, fleet_is_legal
 from salvo.spec.topics import Topics
 from salvo.tools.sim import play_game, solo_benchmark
@@ -199,3 +200,18 @@ def test_a_fire_refusal_exposes_its_shot() -> None:
     assert event.report.signature == "GBkaGxwdHh8gISIj"
     bare = obs.feed(t.player_error("me"), '{"topic":"/players/bob/fire","error":"e","code":"malformed"}')
     assert isinstance(bare, ErrorReported) and bare.shot is None
+
+
+def test_refused_shots_are_told_once_each_and_found_by_their_signature() -> None:
+    """A restart tells a refusal again (its backlog): one entry; a report
+    without a shot is matched to what this client signed by its signature."""
+    t = Topics()
+    v = View("me")
+    obs = Observer(v, t)
+    report = '{"topic":"/players/bob/fire","error":"e","code":"wrong_turn","signature":"%s"%s}'
+    obs.feed(t.player_error("me"), report % ("GBkaGxwdHh8gISIj", ',"shot":{"target":"bob","x":3,"y":4}'))
+    obs.feed(t.player_error("me"), report % ("GBkaGxwdHh8gISIj", ',"shot":{"target":"bob","x":3,"y":4}'))
+    obs.feed(t.player_error("me"), report % ("AAAAAAAAAAAAAAAA", ""))
+    obs.feed(t.player_error("me"), report % ("BBBBBBBBBBBBBBBB", ""))  # not one of ours: no shot to name
+    signed = {"AAAAAAAAAAAAAAAA": ("carol", 1, 2)}
+    assert refused(v.errors, signed) == [(("bob", 3, 4), Code.WRONG_TURN), (("carol", 1, 2), Code.WRONG_TURN)]

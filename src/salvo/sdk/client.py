@@ -38,6 +38,7 @@ from typing import Any
 import paho.mqtt.client as paho
 
 from salvo.net.mqtt import Backoff, Broker, connect_async, new_client, read_qos
+from salvo.sdk import view as sdk_view
 from salvo.sdk.outcomes import (
     GameAborted,
     GameRecord,
@@ -527,12 +528,11 @@ class SalvoClient:
             self._publish(topic, payload)
 
     def refused_shots(self) -> list[tuple[Shot, Code]]:
-        """(v2.1) This game's refused fire messages: each shot ``(target, x, y)``
-        (the report's own, else the one signed here with the signature it
-        echoes) and the refusal's code, so a client re-signs the right one."""
+        """(v2.1) This game's refused fire messages, once each (a restart tells
+        one again): each shot ``(target, x, y)`` (the report's, else the one
+        signed here with the signature it echoes) and the refusal's code."""
         with self._cond:
-            found = [(ErrorReported(r).shot or self._signed.get(r.signature or ""), r.code) for r in self.view.errors]
-        return [(shot, code) for shot, code in found if shot is not None]
+            return sdk_view.refused(self.view.errors, self._signed)
 
     def wait_game_over(self, timeout: float | None = None) -> GameRecord:
         """Block until the game this team is in is over; its record."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -503,3 +503,13 @@ def parse_names(text: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
         raise ValueError("not a list of names")
     return list(value)
+
+
+def refused(errors: Iterable[wire.ErrorReport], signed: Mapping[str, Shot]) -> list[tuple[Shot, Code]]:
+    """(v2.1) Each refused shot once, with its code (a restart tells a refusal
+    again): the report's own shot, else the one ``signed`` (by the first 16
+    characters of its signature) with the signature the report echoes."""
+    got = {
+        r.signature or i: (ErrorReported(r).shot or signed.get(r.signature or ""), r.code) for i, r in enumerate(errors)
+    }
+    return [(shot, code) for shot, code in got.values() if shot is not None]
