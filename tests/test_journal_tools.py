@@ -117,6 +117,8 @@ def test_every_game_of_an_arena_and_the_game_of_an_id(tmp_path: Path) -> None:
         summarize(store, "p", 9)
     for number, game_id in seen["ids"].items():
         assert find_game(store, game_id) == ("p", number)
+        assert find_game(store, game_id, "p") == ("p", number)  # the director's: one arena
+        assert find_game(store, game_id, "elsewhere") is None
     assert find_game(store, "0123456789abcdef") is None
     store.close()
     # A reader beside no referee finds the same.

@@ -224,14 +224,18 @@ def games(store: Store, arena: str) -> list[GameSummary]:
     return out
 
 
-def find_game(store: Store, game_id: str) -> tuple[str, int] | None:
-    """The (arena, game number) of the journaled game with id ``game_id``."""
-    for arena in store.arenas():
-        known = store.arena(arena)
-        assert known is not None
-        for number, _events in store.games(arena):
-            if _fresh(arena, known, known[1], number).game_id == game_id:
-                return arena, number
+def find_game(store: Store, game_id: str, arena: str | None = None) -> tuple[str, int] | None:
+    """The (arena, game number) of the journaled game with id ``game_id``;
+    only in ``arena`` when given, newest game first: the director asks at
+    every result, on the referee's loop, and a walk of the whole night's
+    journal would grow with the night."""
+    for name in store.arenas() if arena is None else [arena]:
+        known = store.arena(name)
+        if known is None:
+            continue
+        for number, _events in reversed(store.games(name)):
+            if _fresh(name, known, known[1], number).game_id == game_id:
+                return name, number
     return None
 
 

@@ -32,7 +32,7 @@ def journal_game(d: Director, arena: str, live: Live) -> Any | None:
 
     teams = set(d.state.fixtures[live.fixture].teams)
     if live.game_id is not None:
-        found = journaltools.find_game(d.store, live.game_id)
+        found = journaltools.find_game(d.store, live.game_id, arena)
         return journaltools.summarize(d.store, *found) if found else None
     for summary in reversed(journaltools.games(d.store, arena)):
         if not summary.players:

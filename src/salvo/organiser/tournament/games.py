@@ -110,7 +110,7 @@ def _journal_details(d: Director, result: GameResult) -> None:
     try:
         from salvo.organiser import journaltools
 
-        found = journaltools.find_game(d.store, result.game_id)
+        found = journaltools.find_game(d.store, result.game_id, result.arena)
         if found is None:
             return
         summary = journaltools.summarize(d.store, found[0], found[1])
