@@ -259,12 +259,17 @@ def test_a_shot_of_the_previous_game_delivered_late_goes_to_its_sender_not_to_ev
     before = d.game.snapshot()
     out = d.send(d.t.fire(target), late)
     assert list(d.errors(out)) == [d.t.player_error(shooter)]  # nothing on /game/errors
-    assert d.errors(out)[d.t.player_error(shooter)]["code"] == "wrong_game"
+    report = d.errors(out)[d.t.player_error(shooter)]
+    assert report["code"] == "wrong_game"
+    # (v2.1) its sender's own refusal names the shot
+    assert report["shot"] == {"target": target, "x": 9, "y": 9}
+    assert report["signature"] == json.loads(late)["signature"][:16]
     assert d.game.snapshot() == before
-    # a signature nobody of either game can open is still the public alarm
+    # a signature nobody of either game can open is still the public alarm, naming no shot
     forged = json.loads(late)
     forged["signature"] = base64.b64encode(b"\x01" * 64).decode()
-    assert list(d.errors(d.send(d.t.fire(target), json.dumps(forged)))) == [d.t.errors]
+    public = d.errors(d.send(d.t.fire(target), json.dumps(forged)))
+    assert list(public) == [d.t.errors] and "shot" not in public[d.t.errors] and "signature" not in public[d.t.errors]
 
 
 def _play_out(d: ArenaDriver, fleets: dict[str, dict[str, Placement]]) -> None:
@@ -305,6 +310,7 @@ def test_a_shot_of_a_game_two_games_back_delivered_late_goes_to_its_sender_not_t
     assert list(d.errors(out)) == [d.t.player_error(shooter)]  # nothing on /game/errors
     report = d.errors(out)[d.t.player_error(shooter)]
     assert report["code"] == "wrong_game" and repr(first) in report["error"]
+    assert report["shot"] == {"target": target, "x": 9, "y": 9}  # (v2.1) named to its sender
     assert d.game.snapshot() == before
 
 

@@ -158,7 +158,9 @@ def test_the_asyncapi_parser_accepts_the_document_and_refuses_a_broken_one(
     )
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
-    assert re.search(rf"^{re.escape(str(SHIPPED))}: valid AsyncAPI 3\.0\.0: \d+ channels", out, re.MULTILINE), out
+    valid = re.search(rf"^{re.escape(str(SHIPPED))}: (valid AsyncAPI 3\.0\.0: \d+ channels, .*? messages)", out, re.M)
+    assert valid, out
+    assert f"`{valid[1]}`" in (ROOT / "docs" / "protocol.md").read_text(), "protocol.md quotes another parser line"
     assert not re.search(rf"^{re.escape(str(SHIPPED))}: error ", out, re.MULTILINE), out
     assert re.search(rf"^{re.escape(str(broken))}: error .*\.qos: ", out, re.MULTILINE), out
     assert f"{broken}: INVALID" in out, out

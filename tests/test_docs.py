@@ -49,7 +49,7 @@ def table_rows(text: str) -> list[list[str]]:
 
 
 def test_the_document_stands_alone_and_says_it_is_v2() -> None:
-    assert DOC.startswith("# ") and "v2" in DOC.splitlines()[0]
+    assert DOC.startswith("# ") and f"v{payloads.PROTOCOL_VERSION}" in DOC.splitlines()[0]
     # Teams never see the project's internal spec: nothing may point there.
     assert "shared/" not in DOC
     assert "normative" not in DOC.lower()
