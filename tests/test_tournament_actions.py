@@ -18,7 +18,7 @@ from salvo.net.mqtt import Broker
 from salvo.net.watch import wait_until
 from salvo.organiser.tournament import actions, spool, steps
 from salvo.organiser.tournament.controls import ControlError
-from salvo.organiser.tournament.director import Director
+from salvo.organiser.tournament.director import TICK_S, Director
 from salvo.organiser.tournament.scoring import GameResult
 from salvo.organiser.tournament.state import Live, State
 from salvo.spec.topics import Topics
@@ -383,11 +383,12 @@ def test_on_the_loop_a_control_waits_for_the_referee_without_holding_the_loop(
         asking = threading.Thread(target=lambda: answers.append(d.request("pause-game", {"arena": prefix}, "test")))
         asking.start()
         wait_until(lambda: bool(referee.asked), what="the referee asked")
-        for _ in range(3):  # the loop goes on meanwhile, and nothing else of the director's runs
-            ticked = d.ticked
-            turned = threading.Event()
-            loop.call_soon_threadsafe(turned.set)
-            assert turned.wait(5)
+        # The loop goes on meanwhile (a timer of it fires), and nothing else of
+        # the director's runs: no step for longer than two of its ticks.
+        ticked = d.ticked
+        turned = threading.Event()
+        loop.call_soon_threadsafe(lambda: loop.call_later(2.5 * TICK_S, turned.set))
+        assert turned.wait(10)
         assert d.status()["tournament"]["paused"] is True and not answers and d.ticked == ticked
         referee.asked[0].set_result(True)
         asking.join(10)

@@ -171,3 +171,37 @@ def test_a_recorder_on_a_loop_has_no_thread_and_comes_back_after_a_broker_restar
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+def test_a_failing_callback_of_a_recorder_on_the_shared_loop_is_dropped_not_the_loop(
+    new_broker: BrokerFactory,
+) -> None:
+    """The director's watcher shares the referee's loop: a bug in its
+    callback must not reach the loop's owner (the referee's stops every
+    arena on what reaches it)."""
+    mosq = new_broker()
+    mosq.start()
+    reached: list[Exception] = []
+    loop = Loop(on_error=reached.append)
+    thread = threading.Thread(target=loop.run, name="test-loop", daemon=True)
+    thread.start()
+    rec = Recorder(Broker.from_url(mosq.url("referee")), ["/w/#"], loop=loop)
+    failed: list[bool] = []
+
+    def bug() -> None:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("a bug in the watcher's callback")
+
+    rec.on_change = bug
+    try:
+        assert rec.publish("/w/a", "1") == 0
+        assert rec.wait_until(lambda: bool(failed), 10), "the failing callback never ran"
+        assert rec.publish("/w/b", "2") == 0
+        rec.wait_for("/w/b", "2")  # the recorder went on
+        assert reached == []
+    finally:
+        rec.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

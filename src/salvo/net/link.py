@@ -86,6 +86,23 @@ def _unguarded(callback: Callable[[], None]) -> Callable[[], None]:
     return callback
 
 
+def logged(name: str) -> Guard:
+    """The guard of a client that is not an arena (a watcher, the projector's
+    feed) sharing the referee's loop: a bug of its callbacks is logged and
+    that callback dropped; left to the loop's owner, it would stop every arena."""
+
+    def guard(callback: Callable[[], None]) -> Callable[[], None]:
+        def guarded() -> None:
+            try:
+                callback()
+            except Exception:
+                log.exception("[%s] a callback failed: dropped", name)
+
+        return guarded
+
+    return guard
+
+
 def _in_a_thread(job: Callable[[], None]) -> None:
     """Each attempt on a thread of its own, which lives at most connect_timeout
     (a link has at most one attempt under way): a pool would queue the

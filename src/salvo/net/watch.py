@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import paho.mqtt.client as paho
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.net.link import Link
+from salvo.net.link import Link, logged
 from salvo.net.mqtt import Broker, connect_async, new_client, read_qos
 
 if TYPE_CHECKING:
@@ -118,7 +118,9 @@ class Recorder:
         if loop is None:
             self.client.loop_start()
         else:
-            self._link = Link(loop, self.client, "watch", name=label, broker=broker, on_message=self._on_message)
+            self._link = Link(
+                loop, self.client, "watch", name=label, broker=broker, on_message=self._on_message, guard=logged(label)
+            )
             loop.call_soon_threadsafe(self._link.start)
         if not self._connected.wait(10):
             self.close()

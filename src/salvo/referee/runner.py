@@ -253,9 +253,6 @@ class ArenaRunner:
         )
         self.dispatcher.put(OutConnected(self.connected.is_set()))
 
-    def _judge(self, check: Callable[[], bool] | None, other: Link) -> None:
-        judge_takeover(self.loop, self._guard, self.name, check, other)
-
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, rc: ReasonCode, _p: Any) -> None:
         if self.connected.is_set() and self._lost_at is None:
             self._lost_at = self._clock()

@@ -349,7 +349,7 @@ class Run:
             raise
         finally:
             end = self.cut if self.cut is not None else self.watch.mark()
-            log = self.watch.messages  # (a copy, taken under the watcher's lock)
+            log = self.watch.messages  # live, still growing: check() reads below `end` only
             loose, unordered = frozenset(self.loose), self.unordered
             for v in check(model, log, start, end, self.prefix, complete=complete, loose=loose, unordered=unordered):
                 (self.tolerated if self.tolerate(v) else self.found).append(v)

@@ -46,9 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import shutil
 import threading
 import time
 
@@ -58,6 +56,7 @@ from salvo.tools.chaosgames import Plan, Report, play_games
 from salvo.tools.chaosprocs import ChaosReferee
 from salvo.tools.chaoswatch import Watcher
 from salvo.tools.gamemodel import Violation
+from salvo.tools.localbroker import server_binary
 from salvo.tools.natscluster import NatsCluster
 
 NODE_KILLS = {
@@ -73,7 +72,11 @@ TURN_TIMEOUT = 45.0
 
 
 def _nats_binary() -> bool:
-    return bool(shutil.which("nats-server") or os.path.exists("/usr/sbin/nats-server"))
+    try:
+        server_binary("nats-server")  # where NatsCluster looks for it too
+    except RuntimeError:
+        return False
+    return True
 
 
 class Nodes:

@@ -40,7 +40,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from salvo.net.link import Link
+from salvo.net.link import Link, logged
 from salvo.net.mqtt import Broker, connect_async, new_client, read_qos
 from salvo.spec.topics import Outbound, Topics, TournamentTopics, any_arena, arena_of, arena_topics, matches
 
@@ -439,7 +439,9 @@ class Feed:
         if self.loop is None:
             self.client.loop_start()
             return
-        self._link = Link(self.loop, self.client, "spectate", name="projector", broker=self.broker)
+        self._link = Link(
+            self.loop, self.client, "spectate", name="projector", broker=self.broker, guard=logged("projector")
+        )
         self.loop.call_soon_threadsafe(self._link.start)
 
     def stop(self, wait: float = STOP_WAIT_S) -> None:

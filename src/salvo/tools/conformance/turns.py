@@ -106,7 +106,7 @@ def play(s: Session, g: Game1, model: Model) -> None:
         ]
         hits, sunk, defeated = model.apply(shooter, turn_no, accepted)
         end = obs.wait(s.turn_or_over(turn_no + 1), after=mark, what="the next turn or the end")
-        check_salvo(s, mark, s.index(end), shooter, turn_no, shots, hits, sunk, defeated, salvo)
+        check_salvo(s, mark, s.index(end), shooter, turn_no, shots, hits, sunk, defeated, salvo, g.game_id)
         valid = obj(salvo, t.salvo).get("shots")
         s.note("fire.not_counted", turn_no > 1 or valid == len(shots), f"turn 1: {valid} of {len(shots)} shots")
         if replay_at is not None and replay is not None:
@@ -145,6 +145,7 @@ def check_salvo(
     sunk: set[tuple[str, str]],
     defeated: set[str],
     salvo: Msg,
+    game: str,
 ) -> None:
     t = s.t
     msgs = [
@@ -160,7 +161,8 @@ def check_salvo(
     want = [(t.hit(tg), x, y) for tg, x, y in shots]
     s.note("fire.hit_topic", got == want, f"turn {turn}: hit messages {got} != {want}")
     s.note("fire.hit_topic", not any(m.retain for m in hit_msgs), f"turn {turn}: a hit message was retained")
-    game = s.game_id() if hit_msgs else ""
+    # ``game``: the id the shots were signed for, not the latest /game/id
+    # seen (a reset may have published the next one meanwhile)
     for k, m in enumerate(hit_msgs, start=1):
         hit = obj(m, "a hit")
         ok = set(hit) >= {"x", "y", "turn", "shot"} and hit["turn"] == turn and hit["shot"] == k
