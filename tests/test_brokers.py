@@ -16,6 +16,7 @@ import pytest
 
 import salvo
 from salvo.cli.common import ExitCode, arena_prefixes
+from salvo.net import pahofast
 from salvo.net.mqtt import Broker, connect_async, new_client
 from salvo.net.watch import Recorder, wait_until
 from salvo.tools.localbroker import broker_url, free_port
@@ -176,6 +177,13 @@ def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None
     assert isinstance(client._out_packet, collections.deque)
     info = paho.MQTTMessageInfo(1)
     assert info._published is False
+    # pahofast: the two modules that make Properties (and paho_bench's socket pair)
+    import paho.mqtt._packet as paho_packet
+
+    import salvo.net.link  # noqa: F401 (installs pahofast)
+
+    assert vars(paho_packet)["Properties"] is pahofast.SharedTables is vars(paho)["Properties"]
+    assert hasattr(client, "_sock") and hasattr(client, "_state") and isinstance(client._out_messages, dict)
     message = paho.MQTTMessage(topic=b"/\xff")
     assert message._topic == b"/\xff"
 
@@ -186,6 +194,7 @@ def test_every_private_paho_access_in_src_is_guarded_above() -> None:
     one without a guard fails here."""
     guarded = {"_host", "_port", "_protocol", "_connect_properties", "_reconnect_delay", "_clean_session"}
     guarded |= {"_sock_close", "_published", "_topic", "_create_socket", "_out_packet"}
+    guarded |= {"_packet", "_sock", "_state", "_out_messages"}
     src = Path(salvo.__file__).parent
     used = set()
     for path in src.rglob("*.py"):

@@ -15,7 +15,7 @@ import click
 from salvo.cli.common import CommandFailed, LocalFileError
 
 #: What ``--only`` may name (see salvo.tools.perf.run).
-PARTS = ("engine", "e2e", "join", "memory")
+PARTS = ("engine", "paho", "e2e", "join", "memory")
 
 
 @click.group(invoke_without_command=True)
@@ -34,7 +34,7 @@ PARTS = ("engine", "e2e", "join", "memory")
 )
 @click.option(
     "--only",
-    help="Comma-separated parts: engine, e2e, join, memory (default: all).",
+    help="Comma-separated parts: engine, paho, e2e, join, memory (default: all).",
 )
 @click.option("--check", is_flag=True, help="Exit with 1 when a measured figure misses its target (for CI gates).")
 @click.pass_context

@@ -40,10 +40,15 @@ import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
+from salvo.net import pahofast
 from salvo.net.loop import Handle, Loop, Timer
 from salvo.net.mqtt import Broker, Client
 
 log = logging.getLogger("salvo.referee")
+
+# paho's Properties with their constant tables made once: ~9 us less to read
+# a fire on MQTT 5, on its way to its hit (the reason: salvo.net.pahofast).
+pahofast.install()
 
 #: Reconnect back-off: first retry after this, doubling up to RETRY_MAX_S,
 #: each wait jittered down to half (many connections do not retry in step).

@@ -6,6 +6,9 @@ side with the limits of the machine, in one run. One module per part:
 * :mod:`~salvo.tools.perf.broker_bench` - e2e: a shot's round trip through mosquitto
   and the referee (a separate process, as deployed) beside a bare paho echo
   through the same broker; pipelined salvo throughput beside echo throughput;
+* :mod:`~salvo.tools.perf.paho_bench` - paho: paho reading one PUBLISH and
+  one PUBACK, with its own ``Properties`` and with the shared tables the
+  referee installs (:mod:`salvo.net.pahofast`);
 * :mod:`~salvo.tools.perf.join_bench` - join: a burst of participation requests
   (argon2id each) against the ideal ``n x one derivation / cores``, and the
   latency of an unrelated message meanwhile; memory: the referee's resident
@@ -29,6 +32,7 @@ from salvo.tools.localbroker import mosquitto_version, private_mosquitto
 from salvo.tools.perf.broker_bench import echo_throughput, rtt_pairs, shot_throughput
 from salvo.tools.perf.engine_bench import EventClock, bench_engine, bench_knockout, engine_game, knockout
 from salvo.tools.perf.join_bench import derivation_times, join_burst, referee_rss
+from salvo.tools.perf.paho_bench import bench_paho
 from salvo.tools.perf.results import Results, percentile
 
 __all__ = ["TARGETS", "EventClock", "Plan", "Results", "engine_game", "knockout", "percentile", "run"]
@@ -53,12 +57,13 @@ class Plan:
     tput_arenas: int
     tput_seconds: float
     burst_teams: int
+    paho_reads: int
 
     @staticmethod
     def make(quick: bool) -> Plan:
         if quick:
-            return Plan(200, 64, 100, 2000, 2, 1.5, 10)
-        return Plan(5000, 1024, 2000, 20000, 4, 10.0, 100)
+            return Plan(200, 64, 100, 2000, 2, 1.5, 10, 1000)
+        return Plan(5000, 1024, 2000, 20000, 4, 10.0, 100, 20000)
 
 
 def run(
@@ -89,6 +94,9 @@ def run(
             for suffix in ("s", "1core_s"):
                 part = res.figures[f"engine.knockout_{plan.knockout_teams}_{suffix}"]
                 res.put(f"engine.knockout_1024_{suffix}", part * 1023 / (plan.knockout_teams - 1))
+    if wanted("paho"):
+        progress(f"paho: {plan.paho_reads} reads of a PUBLISH and of a PUBACK, with paho's Properties and shared")
+        bench_paho(res, plan.paho_reads)
     if only is not None and not only & {"e2e", "join", "memory"}:
         return res  # nothing that needs a broker
     with contextmanager_or(broker) as target:
