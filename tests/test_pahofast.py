@@ -46,7 +46,8 @@ def test_an_objects_properties_are_its_own_and_checked_as_pahos_are() -> None:
     second: Any = SharedTables(PacketTypes.PUBLISH)
     assert second.isEmpty() and not first.isEmpty()
     first.clear()
-    assert first.isEmpty()
+    assert first.isEmpty() and first.packetType == PacketTypes.PUBLISH
+    assert vars(first) == vars(SharedTables(PacketTypes.PUBLISH))
     with pytest.raises(MQTTException, match="does not apply"):
         second.SessionExpiryInterval = 5  # a CONNECT property, not a PUBLISH's
 

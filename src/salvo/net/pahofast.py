@@ -3,11 +3,13 @@
 paho makes a ``Properties`` object for every PUBLISH it reads on MQTT 5,
 and two for every PUBACK (on 3.1.1 too), and each makes its three constant
 tables anew: the 7 type names, the 27 property names and the 27 property
-kinds (27 ``list.index`` calls). :class:`SharedTables` takes the tables
-paho made once (so they are always paho's own), and shares them: nothing in
-paho writes to them after ``__init__``. ``salvo bench --only paho``
+kinds (27 ``list.index`` calls); reading one, it first clears it, name by
+name (27 ``replace`` and ``hasattr`` calls). :class:`SharedTables` takes
+the tables paho made once (so they are always paho's own), and shares them
+(nothing in paho writes to them after ``__init__``), and clears by what
+the object holds. ``salvo bench --only paho``
 (2026-11-27, three runs): ``loop_read`` of one QoS 1 PUBLISH on MQTT 5
-19.0-19.2 -> 13.9-14.0 us, of one PUBACK 14.8-15.2 -> 9.5-9.7 us; a fire's
+18.7-19.0 -> 10.9-11.0 us, of one PUBACK 14.6-14.7 -> 9.4 us; a fire's
 PUBLISH is on its way to its hit, and most shots bring a PUBACK too.
 
 Installed by :mod:`salvo.net.link` (the referee's connections and what
@@ -30,6 +32,10 @@ _PAHOS: Any = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
 _MAKERS: tuple[Any, ...] = (paho_packet, paho_client)
 
 
+#: the attribute names paho gives properties (its names without spaces)
+_ATTRIBUTES: frozenset[str] = frozenset(name.replace(" ", "") for name in _PAHOS.names)
+
+
 class SharedTables(Properties):
     """paho's ``Properties``, its constant tables made once."""
 
@@ -39,6 +45,13 @@ class SharedTables(Properties):
 
     def __init__(self, packetType: int) -> None:
         object.__setattr__(self, "packetType", packetType)
+
+    def clear(self) -> None:
+        """paho's own, without its 27 ``replace`` and ``hasattr`` calls:
+        ``unpack`` clears every object it fills, new ones too."""
+        held = self.__dict__
+        for name in [name for name in held if name in _ATTRIBUTES]:
+            del held[name]
 
 
 def install(made: type[Properties] = SharedTables) -> type[Properties]:
