@@ -13,6 +13,8 @@ from pathlib import Path
 import click
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 import salvo
 from salvo.cli.common import ExitCode, arena_prefixes
@@ -182,7 +184,10 @@ def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None
 
     import salvo.net.link  # noqa: F401 (installs pahofast)
 
-    assert vars(paho_packet)["Properties"] is pahofast.SharedTables is vars(paho)["Properties"]
+    assert vars(paho_packet)["Properties"] is pahofast.SharedTables
+    assert vars(paho)["Properties"] is Properties  # (will_set checks against it)
+    # SharedTables shares what paho's __init__ makes: nothing more may be made there
+    assert set(vars(Properties(PacketTypes.PUBLISH))) == {"packetType", "types", "names", "properties"}  # type: ignore[no-untyped-call]
     assert hasattr(client, "_sock") and hasattr(client, "_state") and isinstance(client._out_messages, dict)
     message = paho.MQTTMessage(topic=b"/\xff")
     assert message._topic == b"/\xff"

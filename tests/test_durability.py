@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -532,3 +533,26 @@ def test_nothing_is_journaled_into_a_file_a_restart_would_not_read(tmp_path: Pat
     with pytest.raises(StoreFailure, match="stopping before anything more is published"):
         store.record_many(ticks(1, 5.0))
     store.close()
+
+
+def test_a_spool_taken_in_while_a_reader_holds_the_file_is_kept_and_counted(tmp_path: Path) -> None:
+    """A killed referee's spool is taken in at start; while a reader (an
+    export) holds the file the checkpoint cannot finish, so the spool is
+    kept, and its size counts towards emptying it later."""
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.add_arena("a", "1/a", CONFIG, bytes(32))
+    store.record_many(ticks(3))
+    spool = Path(f"{path}-spool").read_bytes()
+    os.close(store._spool)  # killed: nothing settled, the lock gone with the process
+    store._db.close()
+    reader = sqlite3.connect(path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM events").fetchone()  # a read transaction, held
+    try:
+        again = Store(path)
+        assert again._spool_bytes == len(spool) > 0
+        assert again.events("a", 1) == [Tick(1.0), Tick(2.0), Tick(3.0)]
+        again.close()
+    finally:
+        reader.close()

@@ -5,6 +5,8 @@ directory on the way moved, stops the batch. Proven both ways: by inotify
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,8 +57,10 @@ def _rename(directory: Path) -> None:
     directory.rename(directory.with_name(directory.name + "-old"))
 
 
-CHANGES: dict[str, Callable[[Path], None]] = {
+CHANGES: dict[str, Callable[[Path], object]] = {
     "state file deleted": lambda p: p.unlink(),
+    "state file renamed away": lambda p: p.rename(p.with_name("state.db.bak")),
+    "spool renamed away": lambda p: Path(f"{p}-spool").rename(p.with_name("spool.bak")),
     "state file replaced": _replace,
     "state file emptied": lambda p: os.truncate(p, 0),
     "spool deleted": lambda p: Path(f"{p}-spool").unlink(),
@@ -111,25 +115,104 @@ def test_with_inotify_a_quiet_batch_costs_no_stat(tmp_path: Path, monkeypatch: p
     store.close()
 
 
-def test_a_path_through_a_link_is_checked_by_stat_every_time(tmp_path: Path) -> None:
-    """inotify follows a link once; a link changed later would go unseen."""
-    (tmp_path / "real").mkdir()
-    (tmp_path / "via").symlink_to(tmp_path / "real")
-    store = Store(tmp_path / "via" / "state.db")
+def _retarget(link: Path) -> None:
+    """The link points at a copy of what it pointed at."""
+    copy = link.resolve().with_name(link.resolve().name + "-copy")
+    copy.write_bytes(link.resolve().read_bytes())
+    link.unlink()
+    link.symlink_to(copy)
+
+
+def _elsewhere(link: Path) -> None:
+    """The link to the directory points at another one."""
+    link.unlink()
+    link.symlink_to(link.parent)
+
+
+LINKED: dict[str, Callable[[Path], None]] = {
+    "the directory's link pointed elsewhere": _elsewhere,
+    "the state file's link pointed at a copy": lambda d: _retarget(d / "state.db"),
+    "the state file's link removed": lambda d: (d / "state.db").unlink(),
+}
+
+
+@pytest.mark.parametrize("change", list(LINKED))
+def test_a_path_through_a_link_is_checked_by_stat_every_time(tmp_path: Path, change: str) -> None:
+    """inotify watches what a link points at when the watch is made; the
+    link changed later would go unseen."""
+    real = tmp_path / "real"
+    real.mkdir()
+    if change.startswith("the directory"):
+        (tmp_path / "via").symlink_to(real)
+        directory = tmp_path / "via"
+    else:
+        Store(real / "state.db").close()
+        directory = tmp_path / "files"
+        directory.mkdir()
+        (directory / "state.db").symlink_to(real / "state.db")
+    store = Store(directory / "state.db")
     try:
         assert store._place is not None and not store._place.notified
-        (tmp_path / "via").unlink()
-        (tmp_path / "via").symlink_to(tmp_path)  # the same name, another directory
+        LINKED[change](directory)
         with pytest.raises(StoreFailure, match=MOVED):
             store.record_many(tick())
     finally:
         store.close()
 
 
-def test_a_reader_watches_nothing(tmp_path: Path) -> None:
-    Store(tmp_path / "state.db").close()
+def test_a_change_before_the_watches_were_made_is_seen_by_the_first_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool replaced after the store opened it and before inotify
+    watched anything raises no event: the first batch stats, and compares
+    with the spool the store writes to."""
+    path = tmp_path / "state.db"
+    Store(path).close()
+    watching = inplace._Notify.watching
+
+    def replaced_before(db: Path, spool: Path) -> inplace._Notify | None:
+        _replace(spool)
+        return watching(db, spool)
+
+    monkeypatch.setattr(inplace._Notify, "watching", staticmethod(replaced_before))
+    store = Store(path)
+    try:
+        assert store._place is not None and store._place.notified
+        with pytest.raises(StoreFailure, match=MOVED):
+            store.record_many(tick())
+    finally:
+        store.close()
+
+
+def test_a_store_nobody_closed_gives_its_inotify_instance_back(tmp_path: Path) -> None:
+    """The kernel allows 128 inotify instances per user, all processes
+    together: one held by a dropped store would be one fewer for a referee."""
+
+    def inotify_fds() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # (listdir's own, gone)
+                count += "inotify" in os.readlink(f"/proc/self/fd/{fd}")
+        return count
+
+    before = inotify_fds()
+    stores = [Store(tmp_path / f"s{i}" / "state.db") for i in range(3)]
+    assert inotify_fds() == before + 3
+    for store in stores:
+        os.close(store._spool)  # the rest of the store is dropped without close()
+        store._db.close()
+    del stores, store
+    gc.collect()
+    assert inotify_fds() == before
+
+
+def test_a_reader_watches_nothing_and_a_closed_writer_records_nothing(tmp_path: Path) -> None:
+    writer = Store(tmp_path / "state.db")
+    writer.close()
+    with pytest.raises(RuntimeError, match="closed or read-only"):
+        writer.record_many(tick())
     reader = Store(tmp_path / "state.db", writer=False)
     assert reader._place is None
-    with pytest.raises(RuntimeError, match="read-only"):
+    with pytest.raises(RuntimeError, match="closed or read-only"):
         reader.record_many(tick())
     reader.close()

@@ -15,20 +15,26 @@ renames, empties or replaces a file, so a change made before the check is
 seen by it, as by ``stat()``; only when something stirred does ``stat()``
 run. Watched: the state file (written to, for emptying, and its links, for
 deletion or replacement), the spool (its links), and their directory and
-every directory above it (moved or deleted). A path through a symbolic link, or a system
-without inotify (or out of inotify instances), is checked by ``stat()``
-every time.
+every directory above it (moved or deleted). A path with a symbolic link
+on the way (the files themselves included), or a system without inotify
+(or out of inotify instances: logged once), is checked by ``stat()`` every
+time.
 
-What inotify cannot see - a change made by another machine on a network
-file system, a mount over the directory - the journal's once-a-second
-``check_intact`` still sees.
+inotify sees what is done through this machine's kernel to a local file
+system. What it cannot see - a change made from elsewhere on a network or
+shared file system (NFS; the host's side of FUSE, virtiofs or 9p, as with
+Docker Desktop's and WSL2's shared folders), a mount over the directory or
+the file - the journal's once-a-second ``check_intact`` still sees, by
+``stat()``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import select
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -49,10 +55,7 @@ _DIRECTORY: Final = _GONE
 
 Identity = tuple[tuple[int, int], ...]
 
-
-def identify(paths: list[Path]) -> Identity:
-    """(device, inode) of each file; FileNotFoundError when one is gone."""
-    return tuple((st.st_dev, st.st_ino) for st in (os.stat(p) for p in paths))
+log = logging.getLogger("salvo.arena.journal")
 
 
 class InPlace:
@@ -61,11 +64,15 @@ class InPlace:
     file) or replaced. Not thread-safe: the journal calls it under
     its spool lock."""
 
-    def __init__(self, state_file: Path, spool: Path, moved: Callable[[], None]) -> None:
+    def __init__(self, state_file: Path, spool: Path, identity: Identity, moved: Callable[[], None]) -> None:
+        """``identity``: the files' (device, inode) as the journal opened them."""
         self._paths = [state_file, spool]
         self._moved = moved
-        self.identity = identify(self._paths)
+        self.identity = identity
         self._notify = _Notify.watching(state_file, spool)
+        # What changed before the watches were made is no event: the first
+        # check stats.
+        self._first = True
 
     @property
     def notified(self) -> bool:
@@ -73,9 +80,10 @@ class InPlace:
         return self._notify is not None
 
     def check(self) -> None:
-        if self._notify is not None and not self._notify.stirred():
-            return
-        self._stat()
+        stirred = self._notify is None or self._notify.stirred()
+        if stirred or self._first:
+            self._first = False
+            self._stat()
 
     def _stat(self) -> None:
         try:
@@ -99,25 +107,30 @@ class _Notify:
         self._fd = fd
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
+        # A store nobody closed must not keep one of the user's 128 instances.
+        self.close = weakref.finalize(self, os.close, fd)
 
     @classmethod
     def watching(cls, state_file: Path, spool: Path) -> _Notify | None:
         """None where inotify cannot vouch for the paths (see the module)."""
         add = _libc_call("inotify_add_watch")
         init = _libc_call("inotify_init1")
-        directory = state_file.absolute().parent
-        if add is None or init is None or spool.absolute().parent != directory:
+        if add is None or init is None:
             return None
-        if os.path.realpath(directory) != str(directory):  # a link on the way
-            return None
+        files = [state_file.absolute(), spool.absolute()]
+        if any(os.path.realpath(f) != str(f) for f in files) or files[0].parent != files[1].parent:
+            return None  # a link on the way: inotify would watch where it points now
         fd = init(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:  # no inotify here, or none left (fs.inotify.max_user_instances)
+        if fd < 0:
+            _unwatched("inotify_init1")  # none here, or none left (fs.inotify.max_user_instances)
             return None
         notify = cls(fd)
-        watches = [(state_file, _STATE_FILE), (spool, _SPOOL), (directory, _DIRECTORY)]
+        directory = files[0].parent
+        watches = [(files[0], _STATE_FILE), (files[1], _SPOOL), (directory, _DIRECTORY)]
         watches += [(above, _DIRECTORY) for above in directory.parents]
         for path, mask in watches:
-            if add(fd, os.fsencode(path), mask) < 0:  # (max_user_watches)
+            if add(fd, os.fsencode(path), mask) < 0:
+                _unwatched(f"inotify_add_watch({path})")  # (fs.inotify.max_user_watches, a directory not readable)
                 notify.close()
                 return None
         return notify
@@ -133,15 +146,24 @@ class _Notify:
             pass
         return True
 
-    def close(self) -> None:
-        os.close(self._fd)
+
+_said = False
+
+
+def _unwatched(call: str) -> None:
+    """inotify refused: said once a process, each batch then stats."""
+    global _said
+    if not _said:
+        _said = True
+        error = ctypes.get_errno()
+        log.info("%s: %s; the journal checks its file by stat() at every batch", call, os.strerror(error))
 
 
 def _libc_call(name: str) -> Callable[..., int] | None:
     """A function of the C library this process runs with, or None."""
     try:
         function = getattr(ctypes.CDLL(None, use_errno=True), name)
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # (no such call; no C library by that name)
         return None
     result: Callable[..., int] = function
     return result

@@ -120,6 +120,8 @@ class Store:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._spool_path = Path(f"{path}-spool")
         self._spool = -1
+        #: bytes in the spool (a spool taken in but not emptied at start counts)
+        self._spool_bytes = 0
         if writer:
             self._spool = os.open(self._spool_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
@@ -139,7 +141,6 @@ class Store:
             if self._spool >= 0:
                 os.close(self._spool)
             raise
-        self._spool_bytes = 0
         self._arena_json: dict[str, str] = {}
 
     def _open_db(self, writer: bool) -> None:
@@ -183,11 +184,22 @@ class Store:
             self._marks: dict[str, int] = {}
         self._identity = self._identify()
         #: a writer's: asked before each batch is published (record_many)
-        self._place = InPlace(self.path, self._spool_path, self._moved) if writer else None
+        self._place: InPlace | None = None
+        if writer:
+            spool = os.fstat(self._spool)  # the one it writes to, whatever the path says by now
+            self._identity = (self._identity[0], (spool.st_dev, spool.st_ino))
+            self._place = InPlace(self.path, self._spool_path, self._identity, self._moved)
 
     def close(self) -> None:
         """Settle, close, and empty the spool, but only once all it held is in
         SQLite and on disk: after a failure the spool keeps it for the next start."""
+        try:
+            self._close()
+        finally:
+            if self._place is not None:
+                self._place.close()
+
+    def _close(self) -> None:
         settled, intact = False, damage(self.path) is None  # a damaged file gets nothing more
         if intact:
             with contextlib.suppress(StoreFailure):
@@ -206,8 +218,6 @@ class Store:
                             os.ftruncate(self._spool, 0)
                     os.close(self._spool)  # and with it the lock
                     self._spool = -1
-        if self._place is not None:
-            self._place.close()
 
     # -- the spool ----------------------------------------------------------------------------
 
@@ -314,8 +324,8 @@ class Store:
         SQLite (a referee calls it once the batch's results are out).
         The id of the last one."""
         place = self._place
-        if place is None:
-            raise RuntimeError("a read-only store records nothing")
+        if place is None or self._spool < 0:
+            raise RuntimeError("a closed or read-only store records nothing")
         with self._spool_lock:
             rows: list[Row] = []
             lines = []

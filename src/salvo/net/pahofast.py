@@ -1,7 +1,7 @@
 """One speed-up of paho's own, in one place, with its measured reason.
 
 paho makes a ``Properties`` object for every PUBLISH it reads on MQTT 5,
-and two for every PUBACK (on 3.1.1 too), and each makes its three constant
+and one for every PUBACK (on 3.1.1 too), and each makes its three constant
 tables anew: the 7 type names, the 27 property names and the 27 property
 kinds (27 ``list.index`` calls); reading one, it first clears it, name by
 name (27 ``replace`` and ``hasattr`` calls). :class:`SharedTables` takes
@@ -13,23 +13,25 @@ the object holds. ``salvo bench --only paho``
 PUBLISH is on its way to its hit, and most shots bring a PUBACK too.
 
 Installed by :mod:`salvo.net.link` (the referee's connections and what
-shares its loop) into the two paho modules that make them. The bench's
-echo peer, the bare paho client the referee is compared with, does not
-import it.
+shares its loop) into the module where paho decodes packets, the only one
+on those paths: ``paho.mqtt.client`` keeps paho's own class, which its
+``will_set`` checks arguments against, and makes its own for CONNACK,
+DISCONNECT and a QoS 0 ``on_publish``. The bench's echo peer, the bare paho
+client the referee is compared with, does not import it (so the ratio of
+``salvo bench --only e2e`` is the referee with it against paho without).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import paho.mqtt._packet as paho_packet  # paho private (a module paho 2.2 has; guarded: test_brokers)
-import paho.mqtt.client as paho_client
+import paho.mqtt._packet as paho_packet  # paho private (since paho 2.2, pinned; guarded: test_brokers)
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 _PAHOS: Any = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-#: the modules that make them: paho.mqtt._packet (decoding), paho.mqtt.client
-_MAKERS: tuple[Any, ...] = (paho_packet, paho_client)
+#: where paho decodes packets (PUBLISH, PUBACK and the rest)
+_DECODER: Any = paho_packet
 
 
 #: the attribute names paho gives properties (its names without spaces)
@@ -57,7 +59,6 @@ class SharedTables(Properties):
 def install(made: type[Properties] = SharedTables) -> type[Properties]:
     """From here on paho makes ``made`` (idempotent); the class it made
     before (``salvo bench --only paho`` puts paho's own back for a while)."""
-    before: type[Properties] = _MAKERS[0].Properties
-    for module in _MAKERS:
-        module.Properties = made
+    before: type[Properties] = _DECODER.Properties
+    _DECODER.Properties = made
     return before

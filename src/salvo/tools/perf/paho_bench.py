@@ -44,8 +44,10 @@ def read_us(packet: str, n: int) -> float:
                 client._out_messages[mid] = paho.MQTTMessage(mid)  # noqa: SLF001 (paho private: one in flight; guarded: test_brokers)
             theirs.send(_publish(mid) if packet == "publish" else _puback(mid))
             t0 = time.perf_counter_ns()
-            client.loop_read()
+            rc = client.loop_read()
             times.append((time.perf_counter_ns() - t0) / 1000)
+            if rc != paho.MQTT_ERR_SUCCESS:
+                raise RuntimeError(f"paho could not read the {packet}: {rc}")
     finally:
         ours.close()
         theirs.close()
