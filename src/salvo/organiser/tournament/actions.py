@@ -247,6 +247,7 @@ def _withdraw(d: Director, args: dict[str, Any]) -> Step[str]:
             d.state.results.append(_forfeit(fixture.round, "", fixture.teams, team, -1, reason))
             fixture.teams.remove(team)
     d.state.withdrawn.append(team)
+    d.save()  # (before the tell, as every change a team is told of)
     d.tell(team, {"done": True, "withdrawn": True})
     return f"{forfeited} remaining game(s) forfeited"
 
@@ -281,6 +282,7 @@ def _late(d: Director, args: dict[str, Any]) -> str:
 def _admit_late(d: Director, args: dict[str, Any]) -> str:
     team = _late(d, args)
     d.state.admit_late(team)
+    d.save()
     d.tell(team, {"waiting": "admitted: you play the remaining rounds; your first assignment follows"})
     return "admitted"
 
@@ -288,6 +290,7 @@ def _admit_late(d: Director, args: dict[str, Any]) -> str:
 def _refuse_late(d: Director, args: dict[str, Any]) -> str:
     team = _late(d, args)
     d.state.late[team] = "refused"
+    d.save()
     d.tell(team, {"done": True, "refused": "registered after the start: not in this tournament"})
     return "refused"
 

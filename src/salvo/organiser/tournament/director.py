@@ -3,7 +3,10 @@ record results, publish the standings.
 
 It runs on the loop of the referee of its arenas (salvo.net.loop), as loop
 callbacks: a step at every message from the arenas it watches (and twice a
-second). Each arena is a small state machine read from its public topics
+second). Its disk work (saves,
+the journal look-up at a result) is its worker's (:mod:`.keeper`): what a
+change makes public waits until the state that holds it is on disk. Each
+arena is a small state machine read from its public topics
 (empty lobby -> assigned -> playing -> recorded -> empty lobby), so no arena
 waits for another and a stop is taken at once. A step that needs the
 referee's answer (a lobby closed, a table seated) waits for it without
@@ -22,6 +25,7 @@ results of games that ended while it was away).
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import threading
@@ -33,11 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Recorder
-from salvo.organiser.tournament import games, health, steps
+from salvo.organiser.tournament import games, health, reports, steps
 from salvo.organiser.tournament.controls import ControlError
+from salvo.organiser.tournament.keeper import Keeper
 from salvo.organiser.tournament.scoring import GameResult, Row
 from salvo.organiser.tournament.state import Live, State
-from salvo.organiser.tournament.steps import ArenaOps, Step, ask
+from salvo.organiser.tournament.steps import ArenaOps, Step
 from salvo.spec.codec import dumps
 from salvo.spec.topics import Topics, TournamentTopics
 
@@ -50,8 +55,6 @@ log = logging.getLogger("salvo.organiser.tournament")
 T = TypeVar("T")
 
 REGISTRY_CHECK_S = 2.0
-#: How often an arena's intruders are sent away at most (_send_intruders_away).
-INTRUDERS_EVERY_S = 10.0
 #: A step comes at least this often (besides one at every message).
 TICK_S = 0.5
 #: How long another thread waits for the loop to read or apply something.
@@ -103,6 +106,8 @@ class Director:
         self._closed = False  # (close() is over: calls run at once)
         #: the night's outcome: the final standings, or None (stopped)
         self._outcome: Future[list[Row] | None] = Future()
+        self._ended = False  # (the outcome decided; set once its state is on disk)
+        self.keeper = Keeper(state_path, loop, self._save_failed)
         self._lingering = False
         #: a resync under way: (connection count, its first position, the marker's token)
         self._resyncing: tuple[int, int, str] | None = None
@@ -114,8 +119,8 @@ class Director:
         self.finishing: dict[str, set[str]] = {}
         #: arena -> the table size its referee was set to (tables of 3-4 only; see .games)
         self.seated: dict[str, int] = {}
-        #: arena -> when its intruders were last sent away (not every step)
-        self._cleared: dict[str, float] = {}
+        #: arena -> when its intruders were last sent away (not every step: games.send_intruders_away)
+        self.cleared: dict[str, float] = {}
         filters = [TournamentTopics.assignments(), TournamentTopics.marker]
         for a in arenas:
             t = Topics(a)
@@ -184,37 +189,27 @@ class Director:
         payload = dumps(body) if body != "" else ""
         if self.loop is None:
             self.rec.publish(topic, payload, retain=True)
-        else:
-            self.rec.send(topic, payload, retain=True)
+        else:  # (what the state says is told once it is on disk)
+            self.keeper.after_saved(lambda: self.rec.send(topic, payload, retain=True))
 
     def tell(self, team: str, body: object) -> None:
         self.publish(TournamentTopics.assignment(team), body)
 
     def publish_standings(self) -> list[Row]:
         rows = self.state.table()
-        self.publish(
-            TournamentTopics.standings,
-            {
-                "format": self.state.format,
-                "table_size": self.state.table_size,
-                "rounds": self.state.total_rounds,
-                "games_played": sum(1 for r in self.state.results if r.counts),
-                "paused": self.state.paused,
-                "done": self.state.done,
-                "table": [r.as_json() for r in rows],
-            },
-        )
+        self.publish(TournamentTopics.standings, reports.standings(self.state, rows))
         return rows
 
     def publish_schedule(self) -> None:
-        st = self.state
-        current = min((f.round for i, f in enumerate(st.fixtures) if not st.fixture_done(i)), default=st.drawn)
-        games = [f.teams for f in st.fixtures if f.round == current]
-        fixtures = [{"round": f.round, "teams": f.teams, "done": st.fixture_done(i)} for i, f in enumerate(st.fixtures)]
-        self.publish(TournamentTopics.schedule, {"round": current, "games": games, "fixtures": fixtures})
+        self.publish(TournamentTopics.schedule, reports.schedule(self.state))
 
     def save(self) -> None:
-        self.state.save(self.state_path)
+        self.keeper.save(self.state)
+
+    def _save_failed(self, error: Exception) -> None:
+        if not self._ended:  # (raised by run(), as when the save was the loop's)
+            self._ended = True
+            self._outcome.set_exception(error)
 
     # -- start and restart ---------------------------------------------------------------
 
@@ -249,6 +244,7 @@ class Director:
             self.publish_schedule()
             self.publish_standings()
         except Exception as exc:  # (raised by run())
+            self._ended = True
             self._outcome.set_exception(exc)
             return
         self._started = True
@@ -290,19 +286,21 @@ class Director:
     def _step_now(self) -> None:
         self._step_due = False
         assert self._runner is not None
-        if self._runner.busy or (self._outcome.done() and not self._lingering):
+        if self._runner.busy or (self._ended and not self._lingering):
             return  # (a step waits for the referee: the next comes after it)
         self.ticked = time.monotonic()
         self._runner.start(self._lingered() if self._lingering else self._step_all(), self._stepped)
 
     def _stepped(self, outcome: Any, error: Exception | None) -> None:
-        if self._outcome.done():
+        if self._ended:
             if error is not None:  # (after the night: the next step tries again)
                 log.error("the director's step failed", exc_info=error)
         elif error is not None:  # (raised by run(), as from a loop of its own)
+            self._ended = True
             self._outcome.set_exception(error)
-        elif outcome is not _GOING:
-            self._outcome.set_result(outcome)
+        elif outcome is not _GOING:  # (the final state on disk first, and its "done" told)
+            self._ended = True
+            self.keeper.after_saved(lambda: self._outcome.set_result(outcome))
         if self._requests:
             self._kick()  # (handed over while the step waited)
 
@@ -357,7 +355,7 @@ class Director:
             if arena in self.state.live:
                 continue
             if not self._lobby_empty(arena):
-                yield from self._send_intruders_away(arena)
+                yield from games.send_intruders_away(self, arena)
                 continue
             busy = self.busy_teams()
             # The first fixture none of whose teams is playing or waiting elsewhere.
@@ -383,20 +381,6 @@ class Director:
             if len(others) == 1:
                 body["opponent"] = others[0]
             self.tell(team, body)
-
-    def _send_intruders_away(self, arena: str) -> Step[None]:
-        """An arena no fixture holds whose lobby has players: nobody put
-        them there (every roster is emptied when its game ends), so they
-        would hold it for the rest of the night. Close its lobby."""
-        listed, now, last = self.listed(arena), time.monotonic(), self._cleared.get(arena)
-        if self.value(Topics(arena).state) != b"lobby" or not listed or arena in self.finishing:
-            return
-        if self.referee is None or (last is not None and now - last < INTRUDERS_EVERY_S):
-            return
-        self._cleared[arena] = now
-        reason = f"not on the tournament's roster: {', '.join(listed)} (no game is assigned to arena {arena})"
-        if (yield from ask(self.referee.close_lobby(arena, reason))):
-            log.warning("arena %s: sent away %s", arena, reason)
 
     # -- following a game (salvo.organiser.tournament.games) ------------------------------
 
@@ -486,7 +470,8 @@ class Director:
         while self._requests:
             action, args, by, future = self._requests.popleft()
             try:
-                future.set_result((yield from actions.applying(self, action, args, by)))
+                entry = yield from actions.applying(self, action, args, by)
+                self.keeper.after_saved(functools.partial(future.set_result, entry))  # (answered once saved)
             except ControlError as err:
                 future.set_exception(err)
             except Exception as err:  # a bug must not end the night: tell the caller
@@ -534,19 +519,13 @@ class Director:
         return self.request(action, args, by)
 
     def status(self) -> dict[str, Any]:
-        from salvo.organiser.tournament import reports
-
         running = not self.stop.is_set()
         return self.on_loop(lambda: reports.status(self.state, [self._arena_view(a) for a in self.arenas], running))
 
     def export_json(self) -> dict[str, Any]:
-        from salvo.organiser.tournament import reports
-
         return self.on_loop(lambda: reports.export_json(self.state))
 
     def export_csv(self, what: str) -> str:
-        from salvo.organiser.tournament import reports
-
         return self.on_loop(lambda: reports.export_csv(self.state, what))
 
     def health(self) -> dict[str, Any]:
@@ -571,7 +550,14 @@ class Director:
                     assert self.loop is not None
                     self.loop.call_later(0.05, last)
                     return
-                runner.start(self._serve_requests(), lambda _v, _e: done.set_result(None))
+                runner.start(self._serve_requests(), served)
+
+            def served(_value: Any, _error: Exception | None) -> None:
+                # What the last saves hold back is sent first (the flush waits for it); a broken disk holds it for good.
+                if self.keeper.broken:
+                    done.set_result(None)
+                else:
+                    self.keeper.after_saved(lambda: done.set_result(None))
 
             self.loop.call_soon_threadsafe(last)
             try:
@@ -580,6 +566,7 @@ class Director:
                 log.warning("the director's last controls were not answered in time")
         else:
             steps.now(self._serve_requests())
+        self.keeper.close()
         if self.loop is not None and not self.rec.flush(FLUSH_WAIT_S):
             log.warning("the broker did not acknowledge the director's last messages in %g s", FLUSH_WAIT_S)
         self.rec.close()

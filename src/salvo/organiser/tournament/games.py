@@ -19,10 +19,14 @@ from salvo.spec.topics import Topics
 from salvo.spec.wire import PlayerStats, StatsSummary
 
 if TYPE_CHECKING:
+    from salvo.organiser.journaltools import GameSummary
     from salvo.organiser.tournament.director import Director
     from salvo.organiser.tournament.state import Live
 
 log = logging.getLogger("salvo.organiser.tournament")
+
+#: How often an arena's intruders are sent away at most (send_intruders_away).
+INTRUDERS_EVERY_S = 10.0
 
 
 def step(d: Director, arena: str) -> Step[None]:
@@ -48,7 +52,7 @@ def step(d: Director, arena: str) -> Step[None]:
     summary = d.value(t.stats_summary)
     players = _players(d, arena, teams)
     if summary and players and all(d.value(t.stats_player(p)) for p in players):
-        _record_played(d, arena, live, teams, summary, players)
+        yield from _record_played(d, arena, live, teams, summary, players)
 
 
 def seat(d: Director, arena: str, players: int) -> Step[None]:
@@ -58,6 +62,21 @@ def seat(d: Director, arena: str, players: int) -> Step[None]:
         return
     if d.referee is not None and (yield from ask(d.referee.seat(arena, players))):  # False: asked again next step
         d.seated[arena] = players
+
+
+def send_intruders_away(d: Director, arena: str) -> Step[None]:
+    """An arena no fixture holds whose lobby has players: nobody put them
+    there (every roster is emptied when its game ends), so they would hold
+    it for the rest of the night. Close its lobby."""
+    listed, now, last = d.listed(arena), time.monotonic(), d.cleared.get(arena)
+    if d.value(Topics(arena).state) != b"lobby" or not listed or arena in d.finishing:
+        return
+    if d.referee is None or (last is not None and now - last < INTRUDERS_EVERY_S):
+        return
+    d.cleared[arena] = now
+    reason = f"not on the tournament's roster: {', '.join(listed)} (no game is assigned to arena {arena})"
+    if (yield from ask(d.referee.close_lobby(arena, reason))):
+        log.warning("arena %s: sent away %s", arena, reason)
 
 
 def hold_the_finished(d: Director) -> None:
@@ -79,7 +98,7 @@ def _players(d: Director, arena: str, teams: list[str]) -> list[str]:
     return [p for p in teams if p in listed] or [p for p in teams if d.value(Topics(arena).stats_player(p))]
 
 
-def _record_played(d: Director, arena: str, live: Live, teams: list[str], raw: bytes, players: list[str]) -> None:
+def _record_played(d: Director, arena: str, live: Live, teams: list[str], raw: bytes, players: list[str]) -> Step[None]:
     t = Topics(arena)
     summary = StatsSummary.model_validate_json(raw)
     stats = {p: PlayerStats.model_validate_json(d.value(t.stats_player(p)) or b"").model_dump() for p in players}
@@ -99,24 +118,34 @@ def _record_played(d: Director, arena: str, live: Live, teams: list[str], raw: b
         turns=summary.turns,
         termination=summary.termination,
     )
-    _journal_details(d, result)
+    yield from _journal_details(d, result)
     d.record(arena, result)
 
 
-def _journal_details(d: Director, result: GameResult) -> None:
-    """The journal's game number and times of the game (when the store is at hand)."""
-    if d.store is None or result.game_id is None:
+def _journal_details(d: Director, result: GameResult) -> Step[None]:
+    """The journal's game number and times of the game (when the store is
+    at hand), looked up on the director's worker: SQLite and a replay of
+    the game, milliseconds no arena may wait for. The director's next step
+    waits for it (as for the referee's answers), the loop does not."""
+    store, game_id = d.store, result.game_id
+    if store is None or game_id is None:
         return
-    try:
+    found: list[GameSummary] = []
+
+    def look() -> bool:  # on the worker
         from salvo.organiser import journaltools
 
-        found = journaltools.find_game(d.store, result.game_id, result.arena)
-        if found is None:
-            return
-        summary = journaltools.summarize(d.store, found[0], found[1])
-    except Exception:  # the result stands without its journal details
-        log.exception("journal lookup of game %s failed", result.game_id)
+        try:
+            where = journaltools.find_game(store, game_id, result.arena)
+            if where is not None:
+                found.append(journaltools.summarize(store, *where))
+        except Exception:  # the result stands without its journal details
+            log.exception("journal lookup of game %s failed", game_id)
+        return bool(found)
+
+    if not (yield d.keeper.run(look)):  # (False too when it took over steps.ANSWER_WAIT_S)
         return
+    summary = found[0]
     result.journal_game = summary.game_no
     result.started = summary.started or result.started
     result.ended = summary.ended or result.ended

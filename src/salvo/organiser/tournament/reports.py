@@ -8,6 +8,7 @@ import csv
 import io
 from typing import Any
 
+from salvo.organiser.tournament.scoring import Row
 from salvo.organiser.tournament.state import State
 
 GAME_COLUMNS = (
@@ -164,3 +165,26 @@ def status(state: State, arenas: list[dict[str, Any]] | None = None, running: bo
         "late": [{"team": t, "status": s} for t, s in state.late.items()],
         "audit": list(state.audit[-50:]),
     }
+
+
+def standings(state: State, rows: list[Row]) -> dict[str, Any]:
+    """What /tournament/standings says (``rows``: the state's table)."""
+    return {
+        "format": state.format,
+        "table_size": state.table_size,
+        "rounds": state.total_rounds,
+        "games_played": sum(1 for r in state.results if r.counts),
+        "paused": state.paused,
+        "done": state.done,
+        "table": [r.as_json() for r in rows],
+    }
+
+
+def schedule(state: State) -> dict[str, Any]:
+    """What /tournament/schedule says: the current round's games and every fixture."""
+    current = min((f.round for i, f in enumerate(state.fixtures) if not state.fixture_done(i)), default=state.drawn)
+    games = [f.teams for f in state.fixtures if f.round == current]
+    fixtures = [
+        {"round": f.round, "teams": f.teams, "done": state.fixture_done(i)} for i, f in enumerate(state.fixtures)
+    ]
+    return {"round": current, "games": games, "fixtures": fixtures}

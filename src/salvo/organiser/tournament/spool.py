@@ -9,6 +9,7 @@ Requests the director has not answered yet are applied when it next runs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -109,7 +110,16 @@ class Spool:
             if not isinstance(rid, str) or rid in self._answered:
                 continue
             self._answered.add(rid)
-            _append(self.replies, (yield from answer(d, body)))
+            reply = yield from answer(d, body)
+            # Once the state that holds the control is on disk (a crash before
+            # applies it again at the restart), by the director's worker.
+            d.keeper.after_saved(functools.partial(d.keeper.run, functools.partial(self._reply, reply)))
+
+    def _reply(self, body: dict[str, Any]) -> None:
+        try:
+            _append(self.replies, body)
+        except OSError:  # the state holds the control: applied, not told
+            log.exception("the reply to control request %s could not be written", body.get("id"))
 
 
 def answer(d: Director, body: dict[str, Any]) -> Step[dict[str, Any]]:

@@ -96,12 +96,7 @@ class State:
         self.schedule = {}
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w") as f:
-            f.write(json.dumps(asdict(self), indent=1))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write(path, asdict(self))
 
     # -- the draw ------------------------------------------------------------------------
 
@@ -183,6 +178,16 @@ class State:
     def finished(self) -> bool:
         """Every round drawn and every fixture recorded."""
         return self.drawn >= self.rounds and not self.live and not self.pending()
+
+
+def write(path: Path, body: dict[str, Any]) -> None:
+    """A state's JSON into ``path``, atomically (a crash leaves the old file or the new)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w") as f:
+        f.write(json.dumps(body, indent=1))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def plan(path: Path, fmt: str, rounds: int | None, teams: list[str], table_size: int = 2) -> tuple[State, list[str]]:
