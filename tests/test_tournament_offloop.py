@@ -1,7 +1,8 @@
 """The director on its referee's loop keeps slow work off it: the journal
 look-up at a result and the state file's saves run on its worker while the
 loop goes on (every arena of the referee is served there), and what a save
-records is told only once it is on disk."""
+records is told only once it is on disk. A message of one arena steps that
+arena only."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Recorder, wait_until
 from salvo.organiser import journaltools
-from salvo.organiser.tournament import spool
+from salvo.organiser.tournament import director as director_module
+from salvo.organiser.tournament import games, spool, steps
 from salvo.organiser.tournament.director import Director
 from salvo.organiser.tournament.scoring import GameResult
 from salvo.organiser.tournament.state import Live, State
@@ -176,6 +178,76 @@ def test_an_assignment_is_told_once_its_save_is_on_disk_and_the_loop_goes_on_mea
         disk.release.set()
         _stop(d, night)
         for topic in (t.players_list, t.state, TournamentTopics.assignment(a), TournamentTopics.assignment(b)):
+            teams.publish(topic, "", retain=True)
+        teams.close()
+
+
+def test_a_message_of_one_arena_steps_that_arena_only(
+    broker: Mosquitto, tmp_path: Path, prefix: str, loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every message used to step every arena; now its own, and a tick (or
+    a control, or the tournament's own topics) every one."""
+    monkeypatch.setattr(director_module, "TICK_S", 3600.0)  # (the first step only: then messages)
+    stepped: list[list[str]] = []
+    real_step, real_start = games.step, steps.Runner.start
+
+    def step(d: Director, arena: str) -> steps.Step[None]:
+        stepped[-1].append(arena)
+        return real_step(d, arena)
+
+    def start(runner: steps.Runner, *args: Any) -> None:
+        stepped.append([])
+        real_start(runner, *args)
+
+    monkeypatch.setattr(games, "step", step)
+    monkeypatch.setattr(steps.Runner, "start", start)
+    x, y = f"{prefix}x", f"{prefix}y"
+    state = State("round-robin", 1, [f"{prefix}-a", f"{prefix}-b"])
+    state.paused = True  # (nothing assigned: only the steps are looked at)
+    d = _night(broker, tmp_path, state, [x, y], loop)
+    night = threading.Thread(target=d.run, daemon=True)
+    arena = Recorder(Broker.from_url(broker.url("referee")), [], label="arena")
+    try:
+        night.start()
+        wait_until(lambda: d.on_loop(lambda: [x, y] in stepped), what="the first step, of every arena")
+        for one in ([x], [y]):
+            arena.publish(Topics(one[0]).state, "lobby", retain=True)
+            wait_until(lambda: d.on_loop(lambda: one in stepped), what=f"a step of {one[0]} alone")  # noqa: B023
+    finally:
+        _stop(d, night)
+        for prefix_ in (x, y):
+            arena.publish(Topics(prefix_).state, "", retain=True)
+        arena.close()
+
+
+def test_a_message_of_one_arena_still_assigns_another(
+    broker: Mosquitto, tmp_path: Path, prefix: str, loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What one arena's message changes may seat a fixture in another: its
+    teams held until its reset are free once it is back in its lobby, and
+    the other arena's empty lobby gets their game at that message, not at
+    the next tick (the assignment looks at every arena, whatever came)."""
+    monkeypatch.setattr(director_module, "TICK_S", 3600.0)
+    x, y = f"{prefix}x", f"{prefix}y"
+    a, b = f"{prefix}-a", f"{prefix}-b"
+    d = _night(broker, tmp_path, State("round-robin", 1, [a, b]), [x, y], loop)
+    d.finishing[x] = {a, b}  # (their last game's arena, not reset yet)
+    night = threading.Thread(target=d.run, daemon=True)
+    teams = Recorder(Broker.from_url(broker.url("referee")), [TournamentTopics.assignments()], label="teams")
+    tx, ty = Topics(x), Topics(y)
+    retained = {tx.state: "over", tx.players_list: json.dumps([a, b]), ty.state: "lobby", ty.players_list: "[]"}
+    try:
+        for topic, payload in retained.items():
+            teams.publish(topic, payload, retain=True)
+        night.start()
+        wait_until(lambda: d.on_loop(lambda: d.state.drawn == 1), what="the first step")
+        assert d.on_loop(lambda: dict(d.state.live)) == {}  # (a and b are busy in x)
+        teams.publish(tx.state, "lobby", retain=True)  # x's reset: a message of x
+        told = teams.wait(lambda m: m.topic == TournamentTopics.assignment(a) and bool(m.payload), timeout=15)
+        assert json.loads(told.payload)["arena"] == y
+    finally:
+        _stop(d, night)
+        for topic in [*retained, TournamentTopics.assignment(a), TournamentTopics.assignment(b)]:
             teams.publish(topic, "", retain=True)
         teams.close()
 

@@ -12,7 +12,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
-from salvo.net.watch import Keep, NoReply, Recorder
+from salvo.net.watch import Keep, Msg, NoReply, Recorder
 
 from conftest import BrokerFactory
 from mosquitto import Mosquitto
@@ -188,7 +188,7 @@ def test_a_failing_callback_of_a_recorder_on_the_shared_loop_is_dropped_not_the_
     rec = Recorder(Broker.from_url(mosq.url("referee")), ["/w/#"], loop=loop)
     failed: list[bool] = []
 
-    def bug() -> None:
+    def bug(_m: Msg) -> None:
         if not failed:
             failed.append(True)
             raise RuntimeError("a bug in the watcher's callback")

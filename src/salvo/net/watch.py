@@ -99,8 +99,8 @@ class Recorder:
         self.connections: list[int] = []
         self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
         self._unacked: set[int] = set()  # mids send() sent on a loop, not yet acknowledged
-        #: called after every message received (on the thread that reads them: the loop's, on a loop)
-        self.on_change: Callable[[], None] | None = None
+        #: called with every message received (on the thread that reads them: the loop's, on a loop)
+        self.on_change: Callable[[Msg], None] | None = None
         self.broker = broker
         self._cond = threading.Condition()
         self._filters = list(filters)
@@ -167,7 +167,7 @@ class Recorder:
             self._latest[m.topic] = (position, m)
             self._cond.notify_all()
         if self.on_change is not None:
-            self.on_change()
+            self.on_change(m)
 
     def forget_before(self, position: int) -> list[str]:
         """Drop the latest value of every topic last heard before

@@ -2,8 +2,8 @@
 record results, publish the standings.
 
 It runs on the loop of the referee of its arenas (salvo.net.loop), as loop
-callbacks: a step at every message from the arenas it watches (and twice a
-second). Its disk work (saves,
+callbacks: a step at every message from the arenas it watches (of the arena
+it concerns), and one of everything twice a second. Its disk work (saves,
 the journal look-up at a result) is its worker's (:mod:`.keeper`): what a
 change makes public waits until the state that holds it is on disk. Each
 arena is a small state machine read from its public topics
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from salvo.net.mqtt import Broker
-from salvo.net.watch import Recorder
+from salvo.net.watch import Msg, Recorder
 from salvo.organiser.tournament import games, health, reports, steps
 from salvo.organiser.tournament.controls import ControlError
 from salvo.organiser.tournament.keeper import Keeper
@@ -44,7 +44,7 @@ from salvo.organiser.tournament.scoring import GameResult, Row
 from salvo.organiser.tournament.state import Live, State
 from salvo.organiser.tournament.steps import ArenaOps, Step
 from salvo.spec.codec import dumps
-from salvo.spec.topics import Topics, TournamentTopics
+from salvo.spec.topics import Topics, TournamentTopics, arena_of
 
 if TYPE_CHECKING:
     from salvo.arena.journal import Store
@@ -102,6 +102,8 @@ class Director:
         #: controls handed over, applied between steps (on the loop's thread)
         self._requests: collections.deque[tuple[str, dict[str, Any], str, Future[dict[str, Any]]]] = collections.deque()
         self._step_due = False
+        #: what the next step looks at: every arena and the files (None), or these arenas
+        self._due: set[str] | None = set()
         self._started = False
         self._closed = False  # (close() is over: calls run at once)
         #: the night's outcome: the final standings, or None (stopped)
@@ -266,8 +268,18 @@ class Director:
 
     # -- the steps, on the loop's thread ------------------------------------------------
 
-    def _kick(self) -> None:
-        """A step soon (once for all that comes before it): at every message."""
+    def _kick(self, msg: Msg | None = None) -> None:
+        """A step soon (once for all that comes before it): at every message
+        (of its arena only: nothing else it follows changed), at a tick or a
+        control (of everything)."""
+        prefix, what = arena_of(msg.topic) if msg is not None else ("", None)
+        if what is None or prefix not in self.arenas or self._due is None:
+            self._due = None  # (the tournament's own topics too: the marker is the resync's)
+        else:
+            self._due.add(prefix)
+        self._soon()
+
+    def _soon(self) -> None:
         if self._started and not self._step_due:
             self._step_due = True
             assert self.loop is not None
@@ -289,7 +301,8 @@ class Director:
         if self._runner.busy or (self._ended and not self._lingering):
             return  # (a step waits for the referee: the next comes after it)
         self.ticked = time.monotonic()
-        self._runner.start(self._lingered() if self._lingering else self._step_all(), self._stepped)
+        only, self._due = self._due, set()
+        self._runner.start(self._lingered() if self._lingering else self._step_all(only), self._stepped)
 
     def _stepped(self, outcome: Any, error: Exception | None) -> None:
         if self._ended:
@@ -301,11 +314,12 @@ class Director:
         elif outcome is not _GOING:  # (the final state on disk first, and its "done" told)
             self._ended = True
             self.keeper.after_saved(lambda: self._outcome.set_result(outcome))
-        if self._requests:
-            self._kick()  # (handed over while the step waited)
+        if self._due is None or self._due:
+            self._soon()  # (messages, controls, handed over while the step waited)
 
-    def _step_all(self) -> Step[Any]:
-        """One step of the night: _GOING, or the outcome (the rows; None: stopped)."""
+    def _step_all(self, only: set[str] | None = None) -> Step[Any]:
+        """One step of the night: _GOING, or the outcome (the rows; None: stopped).
+        ``only``: the arenas whose messages came (None: everything)."""
         if self.stop.is_set():
             return None
         if self.referee is not None and self.referee.any_stopped():
@@ -313,13 +327,18 @@ class Director:
             return None
         yield from self._serve_requests()
         self._resync()
-        yield from self.spool.serve(self)
-        self.check_registry()
+        if only is None:  # (what no arena's message changes: the tick's)
+            yield from self.spool.serve(self)
+            self.check_registry()
         for arena in self.arenas:
+            if only is not None and arena not in only:
+                continue  # nothing it reads came (its clock, a no-show, is the tick's)
             try:
                 yield from games.step(self, arena)
             except Exception:  # one arena's surprise (a payload no salvo referee sends) is not the night's
                 log.exception("arena %s: its state could not be followed; the organiser may abort it", arena)
+        # Every arena's lobby, whatever came: one arena's change (its teams
+        # free again, a result, a round drawn) may seat a fixture in another.
         if not self.state.paused:
             yield from self._assign()
         if self.state.finished():
