@@ -3,9 +3,10 @@ and the journal look-up at a result (docs/reliability.md).
 
 One worker thread (``tournament-disk``) does it in the order it was asked,
 so saves land in order and a reply written after a save follows it. On
-the loop a save costs a pickled snapshot of the state (0.12 ms for a 44 kB
-state, where the JSON and its fsync took 3.7 ms); the JSON, the write and
-the fsync are the worker's. What a change of state makes public (a team's
+the loop a save costs a pickled snapshot of the state (0.11 ms for a 43 kB
+state, where the JSON and its fsync take 3.5 ms: ``pytest -m long -s
+tests/test_tournament_offloop.py``); the JSON, the write and the fsync are
+the worker's. What a change of state makes public (a team's
 assignment, the standings, a control's answer) waits in :meth:`after_saved`
 until that state is on disk, as when the save blocked: a crash before it
 loses the change and what it would have told, never one without the other.
