@@ -10,10 +10,11 @@ import resource
 import socket
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 import pytest
 
-from salvo.net.loop import Loop
+from salvo.net.loop import Loop, answer
 
 
 class FakeTime:
@@ -284,3 +285,26 @@ def test_what_arrives_during_idle_callbacks_is_read_before_a_timer_runs(
         loop.run_once(0)
     assert order == ["read shot", "timer"]
     loop.close()
+
+
+def test_an_answer_is_the_futures_value_and_silence_is_false(loop: Loop) -> None:
+    """The one wait on a yes/no handed back by the loop (steps.now, the tests'
+    blocking controls): its value when it comes, False when it does not,
+    and a failure is not mistaken for either."""
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        yes: Future[bool] = Future()
+        loop.call_soon_threadsafe(yes.set_result, True)
+        assert answer(yes, 5.0) is True
+        no: Future[bool] = Future()
+        loop.call_soon_threadsafe(no.set_result, False)
+        assert answer(no, 5.0) is False
+        assert answer(Future(), 0.01) is False  # never answered
+        failed: Future[bool] = Future()
+        loop.call_soon_threadsafe(failed.set_exception, KeyError("no such arena"))
+        with pytest.raises(KeyError):
+            answer(failed, 5.0)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5.0)

@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 log = logging.getLogger("salvo.net.loop")
@@ -42,6 +43,16 @@ def steady_time() -> float:
     made a 6 s turn last 36. The referee publishes its deadlines in it: on a
     machine whose clock was stepped, the better guess of the teams' time."""
     return _WALL0 + (time.monotonic() - _MONO0)
+
+
+def answer(asked: Future[bool], timeout: float) -> bool:
+    """Wait for a yes/no handed back from another thread (the loop's answer to
+    a control): its value, or False when none came within ``timeout`` (the
+    asker treats silence as a refusal). What the future raises, it raises."""
+    try:
+        return asked.result(timeout)
+    except TimeoutError:
+        return False
 
 
 class _HasFileno(Protocol):

@@ -316,19 +316,12 @@ class ArenaRunner:
 
     # -- lifecycle (other threads) -------------------------------------------------------
 
-    def control(self, action: Callable[[Arena, float], list[Effect]], timeout: float = 10.0) -> bool:
-        """From any thread: apply an organiser's action (one of the Arena's
-        controls) on the loop's thread, journaled and published like any
-        event. True when it changed the game; False when it had nothing to
-        do, was refused, or got no answer within ``timeout`` (the arena not
-        up, or stopping)."""
-        try:
-            return self.control_soon(action).result(timeout)
-        except TimeoutError:
-            return False
-
     def control_soon(self, action: Callable[[Arena, float], list[Effect]]) -> Future[bool]:
-        """From any thread, the loop's too: control() without waiting (never answered when the arena stops)."""
+        """From any thread, the loop's too: apply an organiser's action (one
+        of the Arena's controls) on the loop's thread, journaled and published
+        like any event. The future answers True when it changed the game,
+        False when it had nothing to do or was refused; never when the arena
+        is not up or stops (the asker gives up: salvo.net.loop.answer)."""
         item = Control(action, Future())
         self.loop.call_soon_threadsafe(self._enqueue, item)
         return item.done

@@ -46,13 +46,16 @@ from salvo.arena.arena import Arena, Effect
 from salvo.arena.journal import Store
 from salvo.arena.resume import Heartbeat, write_health
 from salvo.arena.statefile import StoreFailure
-from salvo.net.loop import Loop
+from salvo.net.loop import Loop, answer
 from salvo.net.mqtt import Broker
 from salvo.referee.admission import Registry
 from salvo.referee.batch import Fatal, Journal, Stop
 from salvo.referee.runner import ArenaRunner
 
 log = logging.getLogger("salvo.referee")
+
+#: The blocking controls below count an arena silent this long as a refusal.
+CONTROL_WAIT_S: Final = 10.0
 
 #: How often the loop makes sure the state file is still its own.
 INTACT_EVERY_S: Final = 1.0
@@ -204,39 +207,39 @@ class Referee:
     # -- the organiser's controls of one arena's game, from any thread ------------------
     # Each is applied on the loop's thread between batches, journaled and
     # published like any event; True when it changed the game, False when it
-    # had nothing to do, was refused, or got no answer (see ArenaRunner.control).
+    # had nothing to do, was refused, or got no answer (see ArenaRunner.control_soon).
     # These wait for the answer; the same without waiting: ``soon`` (Soon).
 
     def close_lobby(self, prefix: str, reason: str) -> bool:
         """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
-        return _answer(self.soon.close_lobby(prefix, reason))
+        return answer(self.soon.close_lobby(prefix, reason), CONTROL_WAIT_S)
 
     def pause_game(self, prefix: str, reason: str) -> bool:
         """Stop the running deadline (placement, turn or reset) of arena
         ``prefix``; teams see ``/game/deadline`` with ``"paused": true``.
         Messages are still applied; no timeout fires until resume_game."""
-        return _answer(self.soon.pause_game(prefix, reason))
+        return answer(self.soon.pause_game(prefix, reason), CONTROL_WAIT_S)
 
     def resume_game(self, prefix: str) -> bool:
         """Start the clock again with the time it had left when paused."""
-        return _answer(self.soon.resume_game(prefix))
+        return answer(self.soon.resume_game(prefix), CONTROL_WAIT_S)
 
     def extend(self, prefix: str, seconds: float) -> bool:
         """``seconds`` more on the running (or paused) deadline."""
-        return _answer(self.soon.extend(prefix, seconds))
+        return answer(self.soon.extend(prefix, seconds), CONTROL_WAIT_S)
 
     def abort_game(self, prefix: str, reason: str) -> bool:
         """End the game in progress without a result: its players are told
         why (``game_aborted``) and the arena opens an empty lobby. False for
         an empty lobby and for a game over (its result stands)."""
-        return _answer(self.soon.abort_game(prefix, reason))
+        return answer(self.soon.abort_game(prefix, reason), CONTROL_WAIT_S)
 
     def seat(self, prefix: str, players: int) -> bool:
         """Arena ``prefix``'s games from now on start with exactly ``players``
         (a tournament table of that size: the game waits for all of them,
         and takes nobody else). Journaled like a restart with new settings.
         True when it is so now (changed, or already); False without an answer."""
-        return _answer(self.soon.seat(prefix, players))
+        return answer(self.soon.seat(prefix, players), CONTROL_WAIT_S)
 
     def ask(self, prefix: str, action: Callable[[Arena, float], list[Effect]]) -> Future[bool]:
         """From any thread, the loop's too: apply ``action`` to arena
@@ -334,14 +337,6 @@ class Soon:
 
     def any_stopped(self) -> bool:
         return self._referee.any_stopped()
-
-
-def _answer(asked: Future[bool], timeout: float = 10.0) -> bool:
-    """Wait for a control's answer (False: none in time; see ArenaRunner.control)."""
-    try:
-        return asked.result(timeout)
-    except TimeoutError:
-        return False
 
 
 def _raise_fd_limit(arenas: int) -> None:
