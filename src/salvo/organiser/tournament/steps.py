@@ -21,6 +21,8 @@ from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from salvo.net.loop import answer
+
 if TYPE_CHECKING:
     from salvo.net.loop import Loop
 
@@ -86,10 +88,7 @@ def now(step: Step[T]) -> T:
         if isinstance(asked, bool):
             sent = asked
             continue
-        try:
-            sent = asked.result(ANSWER_WAIT_S)
-        except TimeoutError:
-            sent = False
+        sent = answer(asked, ANSWER_WAIT_S)
 
 
 class Runner:
