@@ -18,6 +18,7 @@ from salvo.arena.arena import Record
 from salvo.arena.journal import Store
 from salvo.arena.resume import make_arenas
 from salvo.game.events import Abandon, Config, Extend, Pause, Phase, Resume
+from salvo.net.loop import answer
 from salvo.net.mqtt import Broker
 from salvo.referee.service import Referee
 from salvo.spec import crypto, payloads, wire
@@ -169,7 +170,7 @@ def test_a_paused_game_shows_it_lets_no_turn_time_out_and_finishes_once_resumed(
         current = on(t.turn, lambda v: v["turn"] == 1)["player"]
         shooter, target = (alice, "bob") if current == "alice" else (bob, "alice")
 
-        assert ref.pause_game(prefix, "a team's laptop died")
+        assert answer(ref.soon.pause_game(prefix, "a team's laptop died"), 10)
         shown = on(t.deadline, lambda v: v.get("paused") is True)
         assert shown["phase"] == "turn" and 0 < shown["left"] <= 1.5
         # What a team sees: the public topic, anonymous and read-only.
@@ -185,10 +186,10 @@ def test_a_paused_game_shows_it_lets_no_turn_time_out_and_finishes_once_resumed(
         on(t.hit(target), lambda v: v == {"x": 9, "y": 9, "turn": 1, "shot": 1, "game": shooter.game_id()})
         assert json.loads(watch.text(t.turn) or "{}")["turn"] == 1
 
-        assert ref.resume_game(prefix)
+        assert answer(ref.soon.resume_game(prefix), 10)
         on(t.deadline, lambda v: "paused" not in v)
-        assert not ref.resume_game(prefix)  # not paused any more
-        assert ref.extend(prefix, 0.5)
+        assert not answer(ref.soon.resume_game(prefix), 10)  # not paused any more
+        assert answer(ref.soon.extend(prefix, 0.5), 10)
         # The clock runs: idle turns time out until missed turns end the game.
         watch.wait_for(t.state, "over", timeout=60)
         assert watch.text(t.winner) in ("alice", "bob")

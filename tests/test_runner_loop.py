@@ -26,7 +26,7 @@ from salvo.arena.resume import make_arenas
 from salvo.arena.statefile import StoreFailure
 from salvo.game.events import Config, Event
 from salvo.net.link import CONNECT_TIMEOUT_S, RETRY_MAX_S, RETRY_MIN_S, Link, acknowledged
-from salvo.net.loop import Loop
+from salvo.net.loop import Loop, answer
 from salvo.net.mqtt import Broker, connect_async, new_client
 from salvo.referee import presence, runner
 from salvo.referee.batch import Stop
@@ -115,7 +115,7 @@ def test_a_referee_started_before_its_broker_connects_when_it_comes_up(tmp_path:
         try:
             rec.wait_for(f"/{prefix}/game/server", "up", timeout=10)
             # Work handed over from another thread reaches the arena thread.
-            assert ref.close_lobby(prefix, "testing the hand-over") is True
+            assert answer(ref.soon.close_lobby(prefix, "testing the hand-over"), 10) is True
         finally:
             rec.close()
     finally:

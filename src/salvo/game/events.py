@@ -152,7 +152,7 @@ class Abandon(NamedTuple):
     """The organiser starts a new game over the one the journal holds, in
     any phase (``salvo referee --fresh``: the broker shows another game, the
     teams never saw this one), or ends the game in progress without a result
-    (``Referee.abort_game``: ``tell``, each of its players is told why on
+    (``Soon.abort_game``: ``tell``, each of its players is told why on
     their error topic, ``game_aborted``). Its retained topics are cleared."""
 
     reason: str

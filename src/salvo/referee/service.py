@@ -46,16 +46,13 @@ from salvo.arena.arena import Arena, Effect
 from salvo.arena.journal import Store
 from salvo.arena.resume import Heartbeat, write_health
 from salvo.arena.statefile import StoreFailure
-from salvo.net.loop import Loop, answer
+from salvo.net.loop import Loop
 from salvo.net.mqtt import Broker
 from salvo.referee.admission import Registry
 from salvo.referee.batch import Fatal, Journal, Stop
 from salvo.referee.runner import ArenaRunner
 
 log = logging.getLogger("salvo.referee")
-
-#: The blocking controls below count an arena silent this long as a refusal.
-CONTROL_WAIT_S: Final = 10.0
 
 #: How often the loop makes sure the state file is still its own.
 INTACT_EVERY_S: Final = 1.0
@@ -204,43 +201,6 @@ class Referee:
         end = time.monotonic() + timeout
         return all(r.connected.wait(max(0.0, end - time.monotonic())) for r in self.runners)
 
-    # -- the organiser's controls of one arena's game, from any thread ------------------
-    # Each is applied on the loop's thread between batches, journaled and
-    # published like any event; True when it changed the game, False when it
-    # had nothing to do, was refused, or got no answer (see ArenaRunner.control_soon).
-    # These wait for the answer; the same without waiting: ``soon`` (Soon).
-
-    def close_lobby(self, prefix: str, reason: str) -> bool:
-        """Send everybody in arena ``prefix``'s lobby away (see ArenaRunner)."""
-        return answer(self.soon.close_lobby(prefix, reason), CONTROL_WAIT_S)
-
-    def pause_game(self, prefix: str, reason: str) -> bool:
-        """Stop the running deadline (placement, turn or reset) of arena
-        ``prefix``; teams see ``/game/deadline`` with ``"paused": true``.
-        Messages are still applied; no timeout fires until resume_game."""
-        return answer(self.soon.pause_game(prefix, reason), CONTROL_WAIT_S)
-
-    def resume_game(self, prefix: str) -> bool:
-        """Start the clock again with the time it had left when paused."""
-        return answer(self.soon.resume_game(prefix), CONTROL_WAIT_S)
-
-    def extend(self, prefix: str, seconds: float) -> bool:
-        """``seconds`` more on the running (or paused) deadline."""
-        return answer(self.soon.extend(prefix, seconds), CONTROL_WAIT_S)
-
-    def abort_game(self, prefix: str, reason: str) -> bool:
-        """End the game in progress without a result: its players are told
-        why (``game_aborted``) and the arena opens an empty lobby. False for
-        an empty lobby and for a game over (its result stands)."""
-        return answer(self.soon.abort_game(prefix, reason), CONTROL_WAIT_S)
-
-    def seat(self, prefix: str, players: int) -> bool:
-        """Arena ``prefix``'s games from now on start with exactly ``players``
-        (a tournament table of that size: the game waits for all of them,
-        and takes nobody else). Journaled like a restart with new settings.
-        True when it is so now (changed, or already); False without an answer."""
-        return answer(self.soon.seat(prefix, players), CONTROL_WAIT_S)
-
     def ask(self, prefix: str, action: Callable[[Arena, float], list[Effect]]) -> Future[bool]:
         """From any thread, the loop's too: apply ``action`` to arena
         ``prefix``'s game without waiting (see ArenaRunner.control_soon)."""
@@ -288,33 +248,47 @@ class Referee:
 
 
 class Soon:
-    """The referee's controls without waiting, for the tournament's director,
-    which runs on the referee's own loop and so must never wait there: each
-    answers a Future, resolved on the loop's thread once the arena has applied
-    it (True: it changed the game; False: nothing to do, or refused). An arena
-    that is down or stopping never answers: the asker gives up after a while
-    (salvo.organiser.tournament.steps)."""
+    """The organiser's controls of one arena's game, from any thread, the
+    loop's too; for the tournament's director, which runs on the referee's
+    own loop and so must never wait there. Each is applied on the loop's
+    thread between batches, journaled and published like any event, and
+    answers a Future once the arena has applied it (True: it changed the
+    game; False: nothing to do, or refused). An arena that is down or
+    stopping never answers: the asker gives up after a while
+    (salvo.organiser.tournament.steps; salvo.net.loop.answer)."""
 
     def __init__(self, referee: Referee) -> None:
         self._referee = referee
 
     def close_lobby(self, prefix: str, reason: str) -> Future[bool]:
+        """Send everybody in arena ``prefix``'s lobby away."""
         return self._referee.ask(prefix, lambda arena, now: arena.close_lobby(reason, now))
 
     def pause_game(self, prefix: str, reason: str) -> Future[bool]:
+        """Stop the running deadline (placement, turn or reset) of arena
+        ``prefix``; teams see ``/game/deadline`` with ``"paused": true``.
+        Messages are still applied; no timeout fires until resume_game."""
         return self._referee.ask(prefix, lambda arena, now: arena.pause(reason, now))
 
     def resume_game(self, prefix: str) -> Future[bool]:
+        """Start the clock again with the time it had left when paused."""
         return self._referee.ask(prefix, lambda arena, now: arena.resume(now))
 
     def extend(self, prefix: str, seconds: float) -> Future[bool]:
+        """``seconds`` more on the running (or paused) deadline."""
         return self._referee.ask(prefix, lambda arena, now: arena.add_time(seconds, now))
 
     def abort_game(self, prefix: str, reason: str) -> Future[bool]:
+        """End the game in progress without a result: its players are told
+        why (``game_aborted``) and the arena opens an empty lobby. False for
+        an empty lobby and for a game over (its result stands)."""
         return self._referee.ask(prefix, lambda arena, now: arena.abort(reason, now))
 
     def seat(self, prefix: str, players: int) -> Future[bool]:
-        """True when the arena seats ``players`` now (changed, or already)."""
+        """Arena ``prefix``'s games from now on start with exactly ``players``
+        (a tournament table of that size: the game waits for all of them,
+        and takes nobody else). Journaled like a restart with new settings.
+        True when it is so now (changed, or already)."""
         already: list[bool] = []
 
         def configure(arena: Arena, now: float) -> list[Effect]:
