@@ -107,6 +107,20 @@ def test_sync_waits_for_what_others_sent_before(broker: Mosquitto, sender: UserR
         rec.close()
 
 
+def test_acknowledgements_nobody_waits_for_are_not_kept(sender: UserRecorder, prefix: str) -> None:
+    """Without a loop, send() and QoS 0 kept every PUBACK (paho's word, for
+    QoS 0) in ``acks`` for ever: a leak, and, mids being reused, a stale
+    answer for a later publish() of the same mid. Only a waiting publish()'s
+    is kept, until it takes it."""
+    for i in range(50):
+        sender.send(f"/{prefix}/sent", str(i))
+        sender.publish(f"/{prefix}/quick", str(i), qos=0)
+    assert sender.flush(10)
+    # The broker acknowledges in order: once this one's PUBACK is in, every earlier one is.
+    sender.publish(f"/{prefix}/last", "")  # (0x10: nobody subscribes)
+    assert sender.acks == {}
+
+
 def test_a_retained_topic_cleared_while_away_is_forgotten_after_the_resync(broker: Mosquitto, prefix: str) -> None:
     """A deletion leaves no message: a recorder that was away (a broker
     restart) must not keep the old value for ever. The director lost an

@@ -97,8 +97,10 @@ class Recorder:
         self.connects = 0
         self.connected_at = 0
         self.connections: list[int] = []
-        self.acks: dict[int, int] = {}  # mid -> PUBACK reason code
-        self._unacked: set[int] = set()  # mids send() sent on a loop, not yet acknowledged
+        self.acks: dict[int, int] = {}  # mid -> PUBACK reason code, for a publish() that waits for it
+        #: mids nobody waits for (send(), QoS 0, a publish() that gave up), not yet acknowledged:
+        #: their PUBACK is dropped, not kept (mids are reused: a kept one would answer a later publish)
+        self._unacked: set[int] = set()
         #: called with every message received (on the thread that reads them: the loop's, on a loop)
         self.on_change: Callable[[Msg], None] | None = None
         self.broker = broker
@@ -183,7 +185,7 @@ class Recorder:
 
     def _on_publish(self, _c: paho.Client, _u: Any, mid: int, rc: Any, _p: Any) -> None:
         with self._cond:
-            if mid in self._unacked:  # sent, nobody waits for it (flush)
+            if mid in self._unacked:  # nobody waits for it (but flush)
                 self._unacked.discard(mid)
                 self._cond.notify_all()
                 return
@@ -210,40 +212,41 @@ class Recorder:
         Not on a loop's own thread (it would wait for itself): :meth:`send` there."""
         if self.loop is not None and self.loop.in_thread():
             raise RuntimeError("Recorder.publish would wait for its own loop: send() on the loop's thread")
-        info = self._publish(topic, payload, qos, retain)
+        info = self._publish(topic, payload, qos, retain, waited=qos > 0)
         if qos == 0:
             return 0
         with self._cond:
             if not self._cond.wait_for(lambda: info.mid in self.acks, 10):
+                self._unacked.add(info.mid)  # (if it comes after all: nobody reads it)
                 raise TimeoutError(f"no PUBACK for {topic}")
-            return self.acks.pop(info.mid)  # (mids are reused: a kept one would answer a later publish)
+            return self.acks.pop(info.mid)
 
     def send(self, topic: str, payload: str | bytes, retain: bool = False, qos: int = 1) -> None:
         """Publish without waiting for the PUBACK, from any thread (the
-        loop's too). On a loop, :meth:`flush` waits for every PUBACK of these."""
-        self._publish(topic, payload, qos, retain, track=True)
+        loop's too); :meth:`flush` waits for every PUBACK of these."""
+        self._publish(topic, payload, qos, retain, waited=False)
 
     def flush(self, timeout: float) -> bool:
         """From a thread but the loop's: wait until the broker has acknowledged
-        everything :meth:`send` sent on a loop; False when it has not in time."""
+        everything :meth:`send` sent (a QoS 0 message: paho wrote it); False
+        when it has not in time."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._unacked, timeout)
 
     def _publish(
-        self, topic: str, payload: str | bytes, qos: int, retain: bool, *, track: bool = False
+        self, topic: str, payload: str | bytes, qos: int, retain: bool, *, waited: bool
     ) -> paho.MQTTMessageInfo:
-        loop = self.loop
-        if loop is None:
-            return self.client.publish(topic, payload, qos=qos, retain=retain)
-
         def publish() -> paho.MQTTMessageInfo:
             info = self.client.publish(topic, payload, qos=qos, retain=retain)
-            if track and qos:
-                with self._cond:  # (its PUBACK is read on this thread, later)
-                    self._unacked.add(info.mid)
+            if not waited and (qos or info.rc == paho.MQTT_ERR_SUCCESS):  # (a QoS 0 refused: no callback comes)
+                with self._cond:
+                    # Its PUBACK is dropped when it comes; paho's thread may have read it already.
+                    if self.acks.pop(info.mid, None) is None:
+                        self._unacked.add(info.mid)
             return info
 
-        if loop.in_thread():
+        loop = self.loop
+        if loop is None or loop.in_thread():
             return publish()
         # paho on a loop is the loop's alone: handed over, its message id handed back.
         handed: Future[paho.MQTTMessageInfo] = Future()
