@@ -314,6 +314,33 @@ def test_a_shot_of_a_game_two_games_back_delivered_late_goes_to_its_sender_not_t
     assert d.game.snapshot() == before
 
 
+def test_a_refused_shot_is_echoed_only_within_a_signed_32_bit_integer() -> None:
+    """(v2.1, docs/protocol.md) A fire refusal on its sender's own topic
+    names the shot's x and y as read, when each fits a signed 32-bit
+    integer (a C client's ``int32_t``); a value past that is never echoed,
+    as is or cut down: the report then names no shot at all."""
+    d = ArenaDriver(seed=5)
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    shooter = d.game.current
+    assert shooter is not None
+    target = "bob" if shooter == "alice" else "alice"
+    low, high = -(2**31), 2**31 - 1
+    for x, y, shot in [
+        (high, 0, {"target": target, "x": high, "y": 0}),
+        (0, low, {"target": target, "x": 0, "y": low}),
+        (high + 1, 0, None),
+        (0, low - 1, None),
+        (2**64, 2**64, None),
+    ]:
+        before = without_spent(d.game.snapshot())
+        out = d.fire(shooter, target, x, y)
+        assert list(d.errors(out)) == [d.t.player_error(shooter)], (x, y)
+        report = d.errors(out)[d.t.player_error(shooter)]
+        assert report["code"] == "off_board"
+        assert report.get("shot") == shot, (x, y)
+        assert without_spent(d.game.snapshot()) == before
+
+
 # -- joins ---------------------------------------------------------------------------------
 
 
