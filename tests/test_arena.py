@@ -15,7 +15,7 @@ import pytest
 from nacl.secret import SecretBox
 
 from salvo.arena.arena import WRONG_SECRET_COOLDOWN_S, DeriveKey
-from salvo.game.engine import PLACEMENTS_CAP
+from salvo.game.engine import EARLIER_GAMES, PLACEMENTS_CAP
 from salvo.game.events import Burn, Fire, Join, Phase, Tick
 from salvo.spec import crypto
 from salvo.spec.errors import Code, Illegal
@@ -311,6 +311,37 @@ def test_a_shot_of_a_game_two_games_back_delivered_late_goes_to_its_sender_not_t
     report = d.errors(out)[d.t.player_error(shooter)]
     assert report["code"] == "wrong_game" and repr(first) in report["error"]
     assert report["shot"] == {"target": target, "x": 9, "y": 9}  # (v2.1) named to its sender
+    assert d.game.snapshot() == before
+
+
+def test_a_late_shot_is_told_to_its_sender_up_to_earlier_games_back_then_it_is_a_forgery() -> None:
+    """The bound on the keys kept (EARLIER_GAMES): a shot of the game
+    EARLIER_GAMES games back is still its sender's wrong_game; one game
+    further back nobody's key kept opens it, and it is the public
+    bad_signature alarm like any forgery."""
+    assert EARLIER_GAMES == 8  # the figure docs/protocol.md and docs/reliability.md give
+    d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    shooter = d.game.current
+    assert shooter is not None
+    target = "bob" if shooter == "alice" else "alice"
+    first = d.game.game_id
+    late = d.signed_fire(shooter, target, 9, 9)
+    _play_out(d, {"alice": ROWS, "bob": COLUMNS})
+    for back in range(1, EARLIER_GAMES + 1):  # games of other teams, each its own pair
+        pair = {f"a{back}": ROWS, f"b{back}": COLUMNS}
+        d.start(pair)
+        if back == EARLIER_GAMES:  # alice's and bob's game is EARLIER_GAMES back
+            out = d.send(d.t.fire(target), late)
+            assert list(d.errors(out)) == [d.t.player_error(shooter)]
+            report = d.errors(out)[d.t.player_error(shooter)]
+            assert report["code"] == "wrong_game" and repr(first) in report["error"]
+        _play_out(d, pair)
+    d.start({"carol": ROWS, "dave": COLUMNS})  # and now one further back
+    before = d.game.snapshot()
+    out = d.send(d.t.fire(target), late)
+    assert list(d.errors(out)) == [d.t.errors]  # nothing on the sender's topic
+    assert d.errors(out)[d.t.errors]["code"] == "bad_signature"
     assert d.game.snapshot() == before
 
 
