@@ -248,25 +248,38 @@ _ROOT = Path(__file__).resolve().parent.parent
 _REF = re.compile(r"(?:tests/)?(test_\w+\.py)?::(test_\w+)|(test_\w+\.py)\b")
 
 
+def _documents() -> list[Path]:
+    """Every document that may name a test: the README, CONTRIBUTING.md,
+    CHANGELOG.md, docs/ and the examples' READMEs."""
+    docs = [_ROOT / "README.md", _ROOT / "CONTRIBUTING.md", _ROOT / "CHANGELOG.md"]
+    return docs + sorted((_ROOT / "docs").glob("*.md")) + sorted((_ROOT / "examples").glob("*/README.md"))
+
+
 def _named_tests() -> list[tuple[str, str, str]]:
     """(document, test file, test name) of every ``file::name`` and of every
-    ``::name`` after it (the file named last) in the README and docs/."""
+    ``::name`` after it (the file named last) in :func:`_documents`; a test
+    file named alone has the name ``""``."""
     found = []
-    for doc in [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]:
+    for doc in _documents():
         last = ""
         for m in _REF.finditer(doc.read_text()):
             last = m.group(1) or m.group(3) or last
-            if m.group(2):
-                found.append((doc.name, last, m.group(2)))
+            found.append((str(doc.relative_to(_ROOT)), last, m.group(2) or ""))
     return found
 
 
 def test_every_test_the_documents_name_exists() -> None:
     refs = _named_tests()
-    assert len(refs) > 40  # the pattern still finds them
+    named = {doc for doc, _file, _name in refs}
+    assert {"README.md", "CONTRIBUTING.md", "CHANGELOG.md", "examples/js/README.md"} <= named  # all are read
+    assert sum(1 for _doc, _file, name in refs if name) > 40  # the pattern still finds them
     missing = []
     for doc, file, name in refs:
         path = _ROOT / "tests" / file
-        if not file or not path.exists() or not re.search(rf"^(async )?def {name}\(", path.read_text(), re.M):
+        if (
+            not file
+            or not path.exists()
+            or (name and not re.search(rf"^(async )?def {name}\(", path.read_text(), re.M))
+        ):
             missing.append(f"{doc}: {file or '?'}::{name}")
     assert missing == []
