@@ -126,15 +126,40 @@ def sources(tmp_path: Path) -> Path:
 
 
 def install(tmp_path: Path, what: Path) -> tuple[Path, set[str]]:
-    """A fresh venv with ``pip install WHAT``: its python and its distributions."""
+    """A fresh venv with ``pip install WHAT``: its python and the distributions
+    the install pulled (not the venv's own, pip)."""
     venv = tmp_path / f"venv-{what.name}"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
+    empty = distributions(python)
     subprocess.run([python, "-m", "pip", "install", "-q", str(what)], check=True, cwd=what)
+    return python, distributions(python) - empty
+
+
+def distributions(python: Path) -> set[str]:
     listed = subprocess.run(
         [python, "-m", "pip", "list", "--format", "json"], check=True, capture_output=True, text=True
     ).stdout
-    return python, {canonicalize_name(d["name"]) for d in json.loads(listed)}
+    return {canonicalize_name(d["name"]) for d in json.loads(listed)}
+
+
+def readme_pulls(install: str) -> tuple[int, set[str]]:
+    """What README.md's SDK table says ``pip install <install>`` pulls: the
+    count and the names. The full row starts from the SDK's ("those 11
+    (salvo for salvo-sdk), ..."); a package's own dependencies follow it in
+    parentheses."""
+    readme = (ROOT / "README.md").read_text()
+    row = re.search(rf"^\| `pip install {re.escape(install)}` [^|]*\| (\d+): ([^|]+?) \|", readme, re.M)
+    assert row, f"README.md has no row for pip install {install}"
+    count, listed = int(row[1]), row[2]
+    names: set[str] = set()
+    if those := re.match(r"those (\d+) \((\S+) for (\S+)\), ", listed):
+        base_count, base = readme_pulls("./sdk")
+        assert int(those[1]) == base_count
+        names = (base - {those[3]}) | {those[2]}
+        listed = listed[those.end() :]
+    names |= {canonicalize_name(n.strip()) for n in re.split(r"[,()]", listed) if n.strip()}
+    return count, names
 
 
 def run(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -163,6 +188,8 @@ except ModuleNotFoundError as exc:
 def test_the_sdk_installs_alone_without_servers_broker_or_organiser(tmp_path: Path, sources: Path) -> None:
     python, installed = install(tmp_path, sources / "sdk")
     assert "salvo-sdk" in installed and "salvo" not in installed
+    count, named = readme_pulls("./sdk")  # README.md: the figures a team reads
+    assert (len(installed), installed) == (count, named)
     assert {"paho-mqtt", "pydantic", "pynacl", "click"} <= installed
     assert not installed & {canonicalize_name(s) for s in SERVERS}, installed
     team = run(python, "-c", TEAM_CODE)
@@ -194,6 +221,8 @@ def test_the_sdk_installs_alone_without_servers_broker_or_organiser(tmp_path: Pa
 def test_the_full_package_still_installs_everything(tmp_path: Path, sources: Path) -> None:
     python, installed = install(tmp_path, sources)
     assert "salvo" in installed and "salvo-sdk" not in installed
+    count, named = readme_pulls(".")  # README.md: "33: those 11 ..."
+    assert (len(installed), installed) == (count, named)
     assert {canonicalize_name(s) for s in SERVERS if s != "cryptography"} <= installed  # cryptography: [organiser]
     salvo = python.parent / "salvo"
     helped = subprocess.run([salvo, "--help"], capture_output=True, text=True, check=True).stdout
