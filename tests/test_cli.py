@@ -94,6 +94,16 @@ def test_the_version_is_the_installed_distribution_s() -> None:
     assert result.exit_code == 0 and result.output == f"salvo, version {version}\n"
 
 
+def test_the_version_is_read_only_when_asked() -> None:
+    """Every command paid for the package metadata at import: only
+    ``--version`` reads it now, and still prints it."""
+    code = "import sys, salvo.cli; print('importlib.metadata' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    done = subprocess.run([sys.executable, "-m", "salvo", "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout == f"salvo, version {importlib.metadata.version('salvo')}\n"
+
+
 def test_the_command_line_configures_logging_only_when_a_command_runs() -> None:
     """Importing the CLI imports no domain module (help stays fast) but the
     game's defaults (constants only: the options show them) and configures

@@ -54,6 +54,16 @@ def _installed_version() -> str:
     return "unknown"
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, asked: bool) -> None:
+    # Read when asked, not at import: importlib.metadata and the lookup cost
+    # every command, --help too (import salvo.cli: 62.5 ms before, 56.8 after,
+    # the best of 15 runs each, 2026-11-27). click's version_option takes the
+    # version as a value, or guesses one distribution: not salvo or salvo-sdk.
+    if asked and not ctx.resilient_parsing:
+        click.echo(f"salvo, version {_installed_version()}")
+        ctx.exit()
+
+
 class _Main(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -76,7 +86,14 @@ class _Main(click.Group):
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(version=_installed_version(), prog_name="salvo")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """salvo - Battleship: Salvo over MQTT.
 
