@@ -27,7 +27,7 @@ import paho.mqtt.client as paho
 from salvo.net.mqtt import Broker
 from salvo.net.watch import Msg
 from salvo.spec import crypto, payloads
-from salvo.spec.rules import Orientation, Placement
+from salvo.spec.rules import Orientation, Placement, cell
 from salvo.spec.topics import Outbound, Topics
 from salvo.tools.chaosprocs import ChaosReferee, Restartable
 from salvo.tools.chaoswatch import Watcher, on
@@ -266,17 +266,20 @@ class Run:
             events = store.current_game(self.prefix)[1]
         finally:
             store.close()
-        count: Counter[int | None] = Counter()
+        count: Counter[int] = Counter()
         shots = set()
         for ev in events:
-            if isinstance(ev, Fire):
+            if isinstance(ev, Fire) and ev.turn is not None and ev.game is not None:  # (the referee binds its shots)
                 count[ev.turn] += 1
-                fields = f'"x":{ev.x},"y":{ev.y},"turn":{ev.turn},"shot":{count[ev.turn]},"game":"{ev.game}"'
-                shots.add(f"{ev.target} {{{fields}}}")
+                # The hit the engine publishes for it, made as the engine makes it.
+                hit = payloads.hit(
+                    self.t.hit(ev.target), cell(ev.x, ev.y), ev.turn, count[ev.turn], payloads.hit_end(ev.game)
+                )
+                shots.add((hit.topic, hit.payload))
         for i in range(self.game_start, self.watch.mark()):
             m = self.watch.messages[i]
-            hit = self.t.parse_outbound(m.topic)
-            if hit is not None and hit.kind is Outbound.HIT and f"{hit.name} {m.text}" not in shots:
+            route = self.t.parse_outbound(m.topic)
+            if route is not None and route.kind is Outbound.HIT and (m.topic, m.text) not in shots:
                 self.found.append(Violation("lost", f"published {m.topic} {m.text}, not in the journal", i))
 
     def retained(self) -> dict[str, str]:
