@@ -36,10 +36,12 @@ def test_a_retained_message_published_on_node_1_is_delivered_on_node_3(cluster: 
     try:
         assert not one.mqtt5 and not three.mqtt5  # NATS refused MQTT 5: both fell back to 3.1.1
         assert one.publish("/cluster-check/state", "from node 1", retain=True) == 0
-        three.wait_for("/cluster-check/state", "from node 1")
+        # JetStream carries it between nodes: seconds, more while the default
+        # suite's four workers load the two cores (a 10 s wait missed once).
+        three.wait_for("/cluster-check/state", "from node 1", timeout=30)
         late = Recorder(cluster.broker(3), ["/cluster-check/#"], label="node3-late")  # retained, not live
         try:
-            assert late.wait_for("/cluster-check/state").text == "from node 1"
+            assert late.wait_for("/cluster-check/state", timeout=30).text == "from node 1"
         finally:
             late.close()
     finally:
