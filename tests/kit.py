@@ -277,3 +277,17 @@ def without_spent(snapshot: dict[str, Any]) -> dict[str, Any]:
     behind: its spent nonce and the count of them."""
     players = {name: dataclasses.replace(p, burned=0, nonces={}) for name, p in snapshot["players"].items()}
     return {**snapshot, "players": players}
+
+
+def game_over(t: Topics, winner: str, loser: str, game_id: str = "g1") -> dict[str, str]:
+    """The retained topics of a two-player game ``winner`` won, in the order
+    the referee publishes them (the stats, then the state): what a
+    tournament director records a result from."""
+    return {
+        t.game_id: game_id,
+        t.players_list: json.dumps([winner, loser]),
+        t.stats_summary: payloads.stats_summary(winner, 9, 30, 17, 60.0, "victory"),
+        t.stats_player(winner): payloads.player_stats(1, 15, 17, 5, 2, None, None),
+        t.stats_player(loser): payloads.player_stats(2, 15, 0, 2, 5, 9, "sunk"),
+        t.state: "over",
+    }

@@ -242,9 +242,7 @@ def test_a_shot_of_the_previous_game_delivered_late_goes_to_its_sender_not_to_ev
     public forgery alarm: a private wrong_game to the team that sent it."""
     d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
     d.start({"alice": ROWS, "bob": COLUMNS})
-    shooter = d.game.current
-    assert shooter is not None
-    target = "bob" if shooter == "alice" else "alice"
+    shooter, target = _turn(d)
     late = d.signed_fire(shooter, target, 9, 9)  # in flight when the node failed
     todo = {"alice": all_cells(ROWS), "bob": all_cells(COLUMNS)}
     while d.game.phase is Phase.TURN:
@@ -272,6 +270,13 @@ def test_a_shot_of_the_previous_game_delivered_late_goes_to_its_sender_not_to_ev
     assert list(public) == [d.t.errors] and "shot" not in public[d.t.errors] and "signature" not in public[d.t.errors]
 
 
+def _turn(d: ArenaDriver) -> tuple[str, str]:
+    """Who shoots now in alice's and bob's game, and at whom."""
+    shooter = d.game.current
+    assert shooter is not None
+    return shooter, "bob" if shooter == "alice" else "alice"
+
+
 def _play_out(d: ArenaDriver, fleets: dict[str, dict[str, Placement]]) -> None:
     """Every turn hits the target's ships until one fleet is gone; then the reset."""
     a, b = fleets
@@ -295,9 +300,7 @@ def test_a_shot_of_a_game_two_games_back_delivered_late_goes_to_its_sender_not_t
     The keys of the last games tell it from a forgery."""
     d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
     d.start({"alice": ROWS, "bob": COLUMNS})
-    shooter = d.game.current
-    assert shooter is not None
-    target = "bob" if shooter == "alice" else "alice"
+    shooter, target = _turn(d)
     first = d.game.game_id
     late = d.signed_fire(shooter, target, 9, 9)  # in flight when the node failed
     _play_out(d, {"alice": ROWS, "bob": COLUMNS})
@@ -322,9 +325,7 @@ def test_a_late_shot_is_told_to_its_sender_up_to_earlier_games_back_then_it_is_a
     assert EARLIER_GAMES == 8  # the figure docs/protocol.md and docs/reliability.md give
     d = ArenaDriver(seed=5, reset_after=1, turn_timeout=5)
     d.start({"alice": ROWS, "bob": COLUMNS})
-    shooter = d.game.current
-    assert shooter is not None
-    target = "bob" if shooter == "alice" else "alice"
+    shooter, target = _turn(d)
     first = d.game.game_id
     late = d.signed_fire(shooter, target, 9, 9)
     _play_out(d, {"alice": ROWS, "bob": COLUMNS})
@@ -352,9 +353,7 @@ def test_a_refused_shot_is_echoed_only_within_a_signed_32_bit_integer() -> None:
     as is or cut down: the report then names no shot at all."""
     d = ArenaDriver(seed=5)
     d.start({"alice": ROWS, "bob": COLUMNS})
-    shooter = d.game.current
-    assert shooter is not None
-    target = "bob" if shooter == "alice" else "alice"
+    shooter, target = _turn(d)
     low, high = -(2**31), 2**31 - 1
     for x, y, shot in [
         (high, 0, {"target": target, "x": high, "y": 0}),

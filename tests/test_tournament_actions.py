@@ -23,7 +23,7 @@ from salvo.organiser.tournament.scoring import GameResult
 from salvo.organiser.tournament.state import Live, State
 from salvo.spec.topics import Topics
 
-from kit import COLUMNS, ROWS
+from kit import COLUMNS, ROWS, game_over
 from mosquitto import Mosquitto
 
 
@@ -219,7 +219,6 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
     """Paused, no next game replaces a finished game's assignments: they are
     emptied all the same, so no team reads a game that is over as its next."""
     from salvo.net.watch import Recorder
-    from salvo.spec import payloads
     from salvo.spec.topics import Topics, TournamentTopics
 
     names = [f"{prefix}-{t}" for t in "abc"]  # the assignment topics are the session broker's, not the arena's
@@ -243,11 +242,7 @@ def test_a_finished_games_assignments_are_cleared_while_paused(broker: Mosquitto
         # The game ends as the referee publishes it: the stats, then the state
         # (the director records it once the stats are in).
         t = Topics(prefix)
-        results = {t.game_id: "g1", t.players_list: json.dumps([a, b])}
-        results[t.stats_summary] = payloads.stats_summary(a, 9, 30, 17, 60.0, "victory")
-        results[t.stats_player(a)] = payloads.player_stats(1, 15, 17, 5, 2, None, None)
-        results[t.stats_player(b)] = payloads.player_stats(2, 15, 0, 2, 5, 9, "sunk")
-        results[t.state] = "over"
+        results = game_over(t, a, b)
         for topic, payload in results.items():
             teams.publish(topic, payload, retain=True)
 

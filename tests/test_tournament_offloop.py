@@ -29,10 +29,10 @@ from salvo.organiser.tournament import games, spool, steps
 from salvo.organiser.tournament.director import Director
 from salvo.organiser.tournament.scoring import GameResult
 from salvo.organiser.tournament.state import Live, State
-from salvo.spec import payloads
 from salvo.spec.topics import Topics, TournamentTopics
 from test_tournament_actions import StandIn
 
+from kit import game_over
 from mosquitto import Mosquitto
 
 
@@ -125,11 +125,7 @@ def test_a_results_journal_look_up_leaves_the_loop_free(
     t = Topics(prefix)
     try:
         night.start()
-        over = {t.game_id: "g1", t.players_list: json.dumps([a, b])}
-        over[t.stats_summary] = payloads.stats_summary(a, 9, 30, 17, 60.0, "victory")
-        over[t.stats_player(a)] = payloads.player_stats(1, 15, 17, 5, 2, None, None)
-        over[t.stats_player(b)] = payloads.player_stats(2, 15, 0, 2, 5, 9, "sunk")
-        over[t.state] = "over"
+        over = game_over(t, a, b)
         for topic, payload in over.items():
             arena.publish(topic, payload, retain=True)
         assert entered.wait(15), "the director never looked the game up"
