@@ -189,6 +189,23 @@ def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None
     # SharedTables shares what paho's __init__ makes: nothing more may be made there
     assert set(vars(Properties(PacketTypes.PUBLISH))) == {"packetType", "types", "names", "properties"}  # type: ignore[no-untyped-call]
     assert hasattr(client, "_sock") and hasattr(client, "_state") and isinstance(client._out_messages, dict)
+    # pahofast.WholePackets: paho's reading it overrides, its state and what it calls
+    assert callable(paho.Client._packet_read) and isinstance(client, pahofast.WholePackets)
+    assert set(client._in_packet) == {
+        "command",
+        "have_remaining",
+        "remaining_count",
+        "remaining_mult",
+        "remaining_length",
+        "packet",
+        "to_process",
+        "pos",
+    }
+    assert isinstance(client._last_bytes_received, float) and hasattr(client._msgtime_mutex, "__enter__")
+    assert callable(client._handle_on_message) and callable(client._send_puback)
+    assert isinstance(client._manual_ack, bool) and hasattr(client._in_callback_mutex, "__enter__")
+    assert client._userdata is None  # (on_message's second argument)
+    assert "info" in paho.MQTTMessage.__slots__  # LeanMessage makes it when asked
     message = paho.MQTTMessage(topic=b"/\xff")
     assert message._topic == b"/\xff"
 
@@ -200,6 +217,8 @@ def test_every_private_paho_access_in_src_is_guarded_above() -> None:
     guarded = {"_host", "_port", "_protocol", "_connect_properties", "_reconnect_delay", "_clean_session"}
     guarded |= {"_sock_close", "_published", "_topic", "_create_socket", "_out_packet"}
     guarded |= {"_packet", "_sock", "_state", "_out_messages"}
+    guarded |= {"_packet_read", "_in_packet", "_msgtime_mutex", "_last_bytes_received"}
+    guarded |= {"_handle_on_message", "_manual_ack", "_send_puback", "_in_callback_mutex", "_userdata"}
     src = Path(salvo.__file__).parent
     used = set()
     for path in src.rglob("*.py"):

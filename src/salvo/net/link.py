@@ -184,6 +184,7 @@ class Link:
         self._write_soon_cb = guard(self._write_soon)
         self._misc_cb = guard(self._do_misc)
         client.attempts_by_owner = True  # (paho connects only through _attempt)
+        client.whole_packets = True  # (salvo.net.pahofast: this thread alone reads the socket)
         self._chained_open = client.on_socket_open  # (salvo.net.mqtt's TCP_NODELAY)
         client.on_socket_open = self._opened
         client.on_socket_close = self._closed

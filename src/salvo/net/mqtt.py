@@ -41,6 +41,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from salvo.net import pahofast
+
 log = logging.getLogger("salvo.net.mqtt")
 
 _DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883, "ws": 9001, "wss": 443}
@@ -182,7 +184,7 @@ class Backoff:
 _REFUSED_MQTT5: set[tuple[tuple[str, int], ...]] = set()
 
 
-class Client(paho.Client):
+class Client(pahofast.WholePackets):
     """paho's client, and what a cluster of brokers asks of it:
 
     * every connection attempt after the first goes to the next of the
