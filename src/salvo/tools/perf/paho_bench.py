@@ -1,6 +1,6 @@
-"""paho's reading of one packet, with its own ``Properties`` and with
-:class:`salvo.net.pahofast.SharedTables` (what the referee installs): the
-reason that speed-up exists, measured. No broker: a socket pair."""
+"""paho's reading of one packet as paho comes, and with each of
+:mod:`salvo.net.pahofast`'s speed-ups added (what the referee's links
+use): the reason each exists, measured. No broker: a socket pair."""
 
 from __future__ import annotations
 
@@ -29,9 +29,13 @@ def _puback(mid: int) -> bytes:
     return bytes([0x40, 2]) + struct.pack("!H", mid)
 
 
-def read_us(packet: str, n: int) -> float:
-    """Median microseconds of ``loop_read`` for one packet of the kind."""
-    client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5, manual_ack=True)
+def read_us(packet: str, n: int, *, whole: bool = False) -> float:
+    """Median microseconds of ``loop_read`` for one packet of the kind, by a
+    client that reads ``whole`` packets or paho's own way, handing a
+    PUBLISH to an ``on_message`` that does nothing."""
+    client = pahofast.WholePackets(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5, manual_ack=True)
+    client.whole_packets = whole
+    client.on_message = lambda _c, _u, _m: None
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     client._sock = ours  # noqa: SLF001 (paho private: a socket of our own, no broker; guarded: test_brokers)
@@ -55,10 +59,15 @@ def read_us(packet: str, n: int) -> float:
 
 
 def bench_paho(res: Results, n: int) -> None:
-    for label, made in (("paho", Properties), ("shared", pahofast.SharedTables)):
+    """paho as it comes, then with shared tables, then reading whole packets too."""
+    for label, made, whole in (
+        ("paho", Properties, False),
+        ("shared", pahofast.SharedTables, False),
+        ("whole", pahofast.SharedTables, True),
+    ):
         before = pahofast.install(made)
         try:
             for packet in ("publish", "puback"):
-                res.put(f"paho.{packet}_read_{label}_us", read_us(packet, n))
+                res.put(f"paho.{packet}_read_{label}_us", read_us(packet, n, whole=whole))
         finally:
             pahofast.install(before)
