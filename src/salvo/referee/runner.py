@@ -334,6 +334,12 @@ class ArenaRunner:
     def alive(self) -> bool:
         return self._begun and not self._stopped.is_set()
 
+    @property
+    def stopped(self) -> bool:
+        """It stopped (or its loop is gone). One not begun yet has not: a
+        thousand arenas take the loop's thread a while to begin."""
+        return self._stopped.is_set()
+
     # -- on the loop's thread ------------------------------------------------------------
 
     def begin(self) -> None:

@@ -244,7 +244,10 @@ class Referee:
         return self._fatal or next((r.fatal for r in self.runners if r.fatal), None)
 
     def any_stopped(self) -> bool:
-        return any(not r.alive for r in self.runners)
+        """An arena stopped (on its own, or with the loop). Not "not alive":
+        asked while the loop's thread was still beginning a thousand arenas,
+        that made `salvo referee` stop at once, silently, with exit code 0."""
+        return any(r.stopped for r in self.runners)
 
 
 class Soon:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from salvo.net.mqtt import Broker
-from salvo.net.watch import Recorder
+from salvo.net.watch import NoReply, Recorder
 from salvo.sdk.bots import make_strategy
 from salvo.sdk.client import SalvoClient
 from salvo.sdk.outcomes import GameRecord
@@ -100,10 +100,25 @@ class RefereeProcess:
         self.start()
         try:
             for p in self.prefixes:
-                watch.wait_for(Topics(p).server, "up", timeout=30)
+                end = time.monotonic() + 30
+                while True:
+                    try:
+                        watch.wait_for(Topics(p).server, "up", timeout=0.5)
+                        break
+                    except NoReply:
+                        self.check_running()
+                        if time.monotonic() > end:
+                            raise
         finally:
             watch.close()
         return self
+
+    def check_running(self) -> None:
+        """RuntimeError when the process has exited (with the end of its log):
+        a waiter learns it at once, not at the end of its timeout."""
+        if self.proc is not None and (rc := self.proc.poll()) is not None:
+            tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+            raise RuntimeError(f"the referee exited with {rc}: {self.log}\n{tail}")
 
     @property
     def pid(self) -> int:

@@ -119,7 +119,10 @@ def run_scale(
     try:
         t0 = time.monotonic()
         ref.start()
-        everyone = presence.wait_all(b"up", timeout=300)
+        everyone = False
+        while not everyone and time.monotonic() - t0 < 300:
+            everyone = presence.wait_all(b"up", timeout=1.0)
+            ref.check_running()  # (exited: said now, not after 300 s)
         res.put("scale.up_s", time.monotonic() - t0, 2)
         res.put("scale.arenas_up", presence.count(b"up"), 0)
         if not everyone:
