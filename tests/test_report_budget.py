@@ -114,3 +114,16 @@ def test_only_a_measured_delay_is_given_back_once_a_turn_and_up_to_a_cap_a_game(
     clock.probe(2000.0)
     assert clock.lag(2100.0) == 0.0 and clock.extension(game, 2100.0) == 0.0
     assert LAG_GRACE_S == 1.0
+
+
+def test_a_rest_forgets_the_last_round_trip_and_keeps_the_trust() -> None:
+    """No deadline, no probes (the runner): the next deadline's lag is
+    measured anew, not inherited from a stall long past; but the clock
+    stays trusted, so a probe out too long counts at once."""
+    clock = LagClock()
+    clock.returned(clock.probe(100.0) or b"", 104.0)  # a 4 s stall, measured
+    assert clock.lag(104.0) == pytest.approx(4.0)
+    clock.rest()
+    assert clock.lag(200.0) == 0.0
+    assert clock.probe(200.0) is not None  # the next deadline's first probe, not answered
+    assert clock.holding(201.5)  # trusted still: its age counts

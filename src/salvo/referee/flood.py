@@ -130,6 +130,12 @@ class LagClock:
         self._out = (token, now)
         return token
 
+    def rest(self) -> None:
+        """No deadline runs, so no probe goes out: the last round trip is
+        forgotten (the next deadline's lag is measured anew, not inherited
+        from a stall long past). Trust, and a probe still out, stay."""
+        self._rtt = 0.0
+
     def returned(self, token: bytes, now: float) -> None:
         if self._out is not None and token == self._out[0]:
             self._rtt, self._out, self._trusted = now - self._out[1], None, True
