@@ -202,7 +202,7 @@ def test_the_paho_internals_failover_and_negotiation_rely_on_are_there() -> None
         "pos",
     }
     assert isinstance(client._last_bytes_received, float) and hasattr(client._msgtime_mutex, "__enter__")
-    assert callable(client._handle_on_message) and callable(client._send_puback)
+    assert callable(client._handle_on_message) and callable(client._send_puback) and callable(client._easy_log)
     assert isinstance(client._manual_ack, bool) and hasattr(client._in_callback_mutex, "__enter__")
     assert client._userdata is None  # (on_message's second argument)
     assert "info" in paho.MQTTMessage.__slots__  # LeanMessage makes it when asked
@@ -218,7 +218,7 @@ def test_every_private_paho_access_in_src_is_guarded_above() -> None:
     guarded |= {"_sock_close", "_published", "_topic", "_create_socket", "_out_packet"}
     guarded |= {"_packet", "_sock", "_state", "_out_messages"}
     guarded |= {"_packet_read", "_in_packet", "_msgtime_mutex", "_last_bytes_received"}
-    guarded |= {"_handle_on_message", "_manual_ack", "_send_puback", "_in_callback_mutex", "_userdata"}
+    guarded |= {"_handle_on_message", "_manual_ack", "_send_puback", "_in_callback_mutex", "_userdata", "_easy_log"}
     src = Path(salvo.__file__).parent
     used = set()
     for path in src.rglob("*.py"):

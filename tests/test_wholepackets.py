@@ -5,7 +5,10 @@ in pieces, properties, QoS 2, malformed packets, a closed socket)."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import itertools
+import select
 import socket
 import struct
 from collections.abc import Callable
@@ -74,6 +77,8 @@ class Outcome:
     in_flight: list[int] = field(default_factory=list)
     #: the keep-alive's clock saw bytes come in
     heard: bool = False
+    #: after each read: paho's reading state, and whether the keep-alive's clock moved
+    trail: list[tuple[dict[str, Any], bool]] = field(default_factory=list)
 
 
 @dataclass
@@ -130,10 +135,14 @@ def _finish(reader: Reader) -> Outcome:
 def read(whole: bool, chunks: list[bytes], reads: int = 1, *, mqtt5: bool = True, manual_ack: bool = True) -> Outcome:
     """Each chunk sent, then ``reads`` loop_reads after each."""
     reader = _reader(whole, mqtt5=mqtt5, manual_ack=manual_ack)
+    client = reader.client
     for chunk in chunks:
         reader.theirs.send(chunk)
         for _ in range(reads):
-            reader.outcome.codes.append(reader.client.loop_read())
+            client._last_bytes_received = 0.0
+            reader.outcome.codes.append(client.loop_read())
+            state = copy.deepcopy(dict(client._in_packet))
+            reader.outcome.trail.append((state, client._last_bytes_received > 0))
     return _finish(reader)
 
 
@@ -267,8 +276,15 @@ def test_paho_reads_on_from_any_first_bytes_handed_over(taken: int) -> None:
     reader.theirs.send(whole[taken:])
     reader.outcome.codes.append(reader.client.hand_over(whole[:taken]))
     reader.outcome.codes.append(reader.client.loop_read())
-    outcome = _finish(reader)
-    assert outcome == same([whole], reads=2)
+    outcome, expected = _finish(reader), same([whole], reads=2)
+    assert (outcome.codes, outcome.messages, outcome.sent, outcome.left, outcome.state, outcome.in_flight) == (
+        expected.codes,
+        expected.messages,
+        expected.sent,
+        expected.left,
+        expected.state,
+        expected.in_flight,
+    )
 
 
 def test_off_it_is_pahos_own_reading(pahos_reads: list[int]) -> None:
@@ -357,3 +373,68 @@ def test_what_pahos_message_handling_does_beyond_on_message_is_kept(how: str) ->
         assert whole[0] == [("failed", 11), raised, ("failed", 12), raised]
     else:
         assert whole == pahos
+
+
+def test_an_mqtt_3_qos_0_topic_past_the_end_is_refused_as_paho_does() -> None:
+    """(At QoS 0 on MQTT 3.1.1 only the length check stands between a
+    topic longer than its packet and a message cut short.)"""
+    outcome = same([packet(0x30, struct.pack("!H", 200) + b"/a/b")], reads=2, mqtt5=False)
+    assert outcome.codes[0] == MQTTErrorCode.MQTT_ERR_PROTOCOL and not outcome.messages
+
+
+def test_after_a_packet_of_type_0_in_pieces_the_rest_is_pahos() -> None:
+    """paho keeps a packet of type 0 as command 0 with its length read:
+    what follows is that packet's body, not a packet of its own."""
+    inner = publish(topic=b"/x", payload=b"hi", qos=0, properties=None)
+    bogus = packet(0x00, inner)
+    header = len(bogus) - len(inner)
+    outcome = same([bogus[:header], bogus[header:]], mqtt5=False)
+    assert not outcome.messages
+
+
+def test_a_reset_connection_is_lost_and_logged_as_paho_does() -> None:
+    """The peek takes the socket's error (ECONNRESET): it is said as paho's
+    own first recv says it, not found as a mere end."""
+    seen = []
+    for whole in (False, True):
+        reader = _reader(whole, mqtt5=True, manual_ack=True)
+        listener = socket.create_server(("127.0.0.1", 0))
+        ours = socket.create_connection(listener.getsockname())
+        theirs, _ = listener.accept()
+        listener.close()
+        ours.setblocking(False)
+        reader.client._sock = ours
+        logs: list[str] = []
+        reader.client.on_log = lambda _c, _u, _level, text, logs=logs: logs.append(text)
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        theirs.close()  # an RST
+        select.select([ours], [], [], 5)
+        codes = [reader.client.loop_read()]
+        seen.append((codes, [line for line in logs if "socket" in line]))
+        reader.ours.close()
+        reader.theirs.close()
+        ours.close()
+    assert seen[0][0] == [MQTTErrorCode.MQTT_ERR_CONN_LOST] and "Connection reset" in seen[0][1][0]
+    assert seen[1] == seen[0]
+
+
+def test_with_automatic_acks_a_message_whose_callback_raised_is_acknowledged_once() -> None:
+    """paho's own reading hands it again and acks it once the callback
+    succeeds; read whole, it was taken, and acked as it went up."""
+    sent = []
+    for whole in (False, True):
+        reader = _reader(whole, mqtt5=True, manual_ack=False)
+        failed: list[bool] = []
+
+        def once(_c: paho.Client, _u: Any, _m: paho.MQTTMessage, failed: list[bool] = failed) -> None:
+            if not failed:
+                failed.append(True)
+                raise ValueError("a callback's bug, once")
+
+        reader.client.on_message = once
+        reader.theirs.send(publish(mid=11))
+        for _ in range(2):
+            with contextlib.suppress(ValueError):
+                reader.client.loop_read()
+        sent.append(_finish(reader).sent)
+    assert sent[0] == bytes([0x40, 2, 0, 11]) and sent[1] == sent[0]

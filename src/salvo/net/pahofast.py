@@ -31,12 +31,12 @@ everything else (a packet not all there yet, TLS, websocket, properties,
 QoS 2, anything malformed, a client with filters, paho's logging or
 swallowed exceptions) goes to paho's own code, in the state paho's own
 reading would have left. One difference, on purpose: a message whose
-``on_message`` raised is taken (paho's own reading hands it again at the
-next read, for as long as it raises). Links (:mod:`salvo.net.link`) switch it on.
+``on_message`` raised is taken, and with automatic acks acknowledged
+(paho's own reading hands it again at the next read, for as long as it
+raises, and reads nothing after it). Links (:mod:`salvo.net.link`) switch it on.
 ``salvo bench --only paho`` (2026-11-28): ``loop_read`` of one QoS 1
-PUBLISH 10.9-11.0 -> 4.5 us, of one PUBACK 9.2 -> 9.1 us (its handling
-is paho's). Inside the referee, a fire read and handed over 31-33 ->
-15-18 us; ``salvo bench --only e2e`` RTT ratio median 1.31 -> 1.24
+PUBLISH 10.9-11.0 -> 4.5 us (a PUBACK's stays 9.1-9.5 us: its handling is
+paho's); ``salvo bench --only e2e`` RTT ratio median 1.32 -> 1.24
 (docs/performance.md). ``tests/test_wholepackets.py`` reads every kind of
 packet both ways and compares.
 
@@ -162,16 +162,17 @@ class WholePackets(paho.Client):
 
     def _packet_read(self) -> MQTTErrorCode:
         sock = self._sock  # paho private (guarded: test_brokers)
-        if not self.whole_packets or type(sock) is not socket.socket or self._in_packet["command"]:  # paho private
+        state = self._in_packet  # paho private (guarded: test_brokers)
+        if not self.whole_packets or type(sock) is not socket.socket or state["command"] or state["have_remaining"]:
             # off; TLS or a websocket (which hold bytes of their own); or a
-            # packet paho has begun to read
+            # packet paho has begun to read (one of type 0 leaves command 0)
             return super()._packet_read()  # paho private (guarded: test_brokers)
         try:
             head = sock.recv(_HEADER_MAX, socket.MSG_PEEK)
         except BlockingIOError:
             return _AGAIN
-        except OSError:
-            return super()._packet_read()  # paho's own says what the error means  # paho private
+        except OSError as exc:
+            return self._lost(exc)
         found = fixed_header(head)
         if found is None or head[0] < 0x10:
             # closed, a header not all there yet, malformed, or of type 0 (which
@@ -180,13 +181,20 @@ class WholePackets(paho.Client):
         header, length = found
         try:
             data = sock.recv(header + length)
-        except OSError:  # (and nothing was taken)
-            return super()._packet_read()  # paho private (guarded: test_brokers)
+        except OSError as exc:  # (and nothing was taken)
+            return self._lost(exc)
         if len(data) == header + length and data[0] & 0xF0 == _PUBLISH:
             done = self._publish(data, header)
             if done is not None:
                 return done
         return self.hand_over(data)
+
+    def _lost(self, exc: OSError) -> MQTTErrorCode:
+        """The connection failed: said as paho's own first ``recv`` says it
+        (the error is the peek's now: paho's would find only the end)."""
+        what = "timeout on socket" if isinstance(exc, TimeoutError) else "failed to receive on socket"
+        self._easy_log(paho.MQTT_LOG_ERR, f"{what}: %s", exc)  # paho private (guarded: test_brokers)
+        return MQTTErrorCode.MQTT_ERR_CONN_LOST
 
     def _publish(self, data: bytes, start: int) -> MQTTErrorCode | None:
         """A whole PUBLISH at QoS 0 or 1 without properties (its body from
@@ -221,10 +229,16 @@ class WholePackets(paho.Client):
         elif on_message is not None:
             # paho's own _handle_on_message, less what it does for filters and
             # swallowed exceptions, neither in use. What on_message raises
-            # goes up with the message taken: paho's own reading would hand
-            # the same message again at the next read, for as long as it raises.
-            with self._in_callback_mutex:  # paho private (guarded: test_brokers)
-                on_message(self, self._userdata, message)  # paho private (guarded: test_brokers)
+            # goes up with the message taken (and, with automatic acks,
+            # acknowledged): paho's own reading would hand the same message
+            # again at the next read, for as long as it raises.
+            try:
+                with self._in_callback_mutex:  # paho private (guarded: test_brokers)
+                    on_message(self, self._userdata, message)  # paho private (guarded: test_brokers)
+            except Exception:
+                if qos and not self._manual_ack:  # paho private (guarded: test_brokers)
+                    self._send_puback(mid)  # paho private (guarded: test_brokers)
+                raise
         if qos and not self._manual_ack:  # paho private (guarded: test_brokers)
             return self._send_puback(mid)  # paho private (guarded: test_brokers)
         return _SUCCESS
@@ -250,6 +264,9 @@ class WholePackets(paho.Client):
             state["have_remaining"] = 1
             state["packet"] = bytearray(data[header:])
             state["to_process"] = length - (len(data) - header)
+            if header < len(data) < header + length:  # (paho's clock counts each piece of a body)
+                with self._msgtime_mutex:  # paho private (guarded: test_brokers)
+                    self._last_bytes_received = paho.time_func()  # paho private (guarded: test_brokers)
         state["remaining_count"] = count
         state["remaining_mult"] = 128 ** len(count)
         return super()._packet_read()  # paho private (guarded: test_brokers)
