@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import sqlite3
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,7 +33,7 @@ from salvo.spec.errors import Code, Illegal
 from salvo.spec.payloads import Publish
 from salvo.spec.topics import Topics
 
-from kit import ArenaDriver
+from kit import COLUMNS, ROWS, ArenaDriver
 from transport_fake import FakeTransport, Idle, RecordingJournal, Timeline
 
 T = Topics("p")
@@ -80,7 +83,7 @@ class Rig:
         self.dispatcher.apply(effects)
         for mid in acks:
             self.batch.ack(mid, 1)
-        self.batch.flush()
+        self.dispatcher.flush()
 
     def published_in_file(self) -> int:
         """The published mark as a restarted referee would read it (the file, not the store's memory)."""
@@ -299,4 +302,83 @@ def test_a_qos0_flood_waits_behind_the_teams_and_is_dropped_beyond_its_cap(tmp_p
     while rig.dispatcher.waiting:
         rig.dispatcher.work(lambda: False)
     assert rig.transport.acked == [42]  # QoS 0: nothing to acknowledge
+    rig.store.close()
+
+
+# -- log lines after the batch -------------------------------------------------------------
+
+
+@contextmanager
+def lines_in(timeline: Timeline) -> Iterator[None]:
+    """The referee's log lines (INFO and up, as organisers run it) land in
+    the timeline too, as ("log", line), where they were said."""
+
+    class ToTimeline(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            timeline.append(("log", record.getMessage()))
+
+    logger, handler = logging.getLogger("salvo.referee"), ToTimeline(logging.INFO)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def playing(rig: Rig) -> tuple[ArenaDriver, str, str]:
+    """The rig's arena in a game's first turn: its driver, who shoots, at whom."""
+    d = ArenaDriver(prefix="p")
+    d.game, d.arena = rig.arena.game, rig.arena
+    d.start({"alice": ROWS, "bob": COLUMNS})
+    shooter = rig.arena.game.current or ""
+    return d, shooter, "bob" if shooter == "alice" else "alice"
+
+
+def said(timeline: Timeline) -> list[str]:
+    return [str(line) for kind, line in timeline if kind == "log"]
+
+
+def test_a_shots_log_line_is_said_after_its_hit_is_out_and_its_message_acknowledged(tmp_path: Path) -> None:
+    """At INFO every accepted shot has a line: said after the batch is on
+    the wire and acknowledged, so the hit does not wait for it; the batch's
+    lines in the order they were made."""
+    rig = Rig(tmp_path)
+    d, shooter, target = playing(rig)
+    with lines_in(rig.timeline):
+        rig.message(6, T.request_participation, b"garbage")
+        rig.message(7, T.fire(target), d.signed_fire(shooter, target, 0, 9))
+        assert said(rig.timeline) == []  # nothing said while the batch is built
+        rig.dispatcher.work(lambda: False)  # (the inbox is empty: just the flush)
+    assert rig.kinds() == ["spool", "publish", "publish", "write", "ack", "ack", "log", "log"]
+    assert rig.transport.topics == [T.errors, T.hit(target)] and rig.transport.acked == [6, 7]
+    rejected, accepted = said(rig.timeline)
+    assert rejected.startswith("[p] reject") and accepted.startswith(f"[p] accept fire {T.fire(target)}")
+    rig.store.close()
+
+
+def test_a_batchs_log_lines_are_said_when_its_flush_fails_or_it_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = Rig(tmp_path)
+    d, shooter, target = playing(rig)
+
+    def disk_full(_entries: object) -> int:
+        raise StoreFailure("the disk is full")
+
+    with lines_in(rig.timeline):
+        rig.message(7, T.fire(target), d.signed_fire(shooter, target, 0, 9))
+        monkeypatch.setattr(rig.journal, "record_many", disk_full)
+        with pytest.raises(StoreFailure):
+            rig.dispatcher.flush()
+        assert rig.transport.sent == [] and rig.transport.acked == []  # nothing of the batch went out...
+        (accepted,) = said(rig.timeline)  # ...and its line is not lost
+        assert accepted.startswith("[p] accept fire")
+        # the runner stops and drops the batch under way: its lines are said too
+        rig.message(8, T.request_participation, b"garbage")
+        rig.dispatcher.drop()
+        assert said(rig.timeline)[1].startswith("[p] reject")
+        assert rig.transport.sent == [] and rig.transport.acked == []
     rig.store.close()

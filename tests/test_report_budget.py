@@ -35,7 +35,7 @@ def test_error_reports_are_capped_per_second_and_game_messages_are_not(tmp_path:
 
     def execute(effects: list[Publish]) -> None:  # one batch of the arena thread
         dispatcher.apply(effects)
-        dispatcher.batch.flush()
+        dispatcher.flush()
 
     execute([report] * (int(REPORTS_PER_S) + 50))
     assert len(out.sent) == REPORTS_PER_S and dispatcher.dropped_reports == 50
@@ -51,7 +51,7 @@ def test_one_topics_flood_does_not_silence_another_teams_reports(tmp_path: Path)
     flood = Publish("/game/errors", "{}", False, expendable=True)
     mine = Publish("/players/alice/error", "{}", False, expendable=True)
     dispatcher.apply([flood] * 1000 + [mine] * 10)
-    dispatcher.batch.flush()
+    dispatcher.flush()
     assert out.topics.count("/players/alice/error") == 10  # all of alice's
     assert out.topics.count("/game/errors") == REPORTS_PER_S and dispatcher.dropped_reports == 1000 - REPORTS_PER_S
 

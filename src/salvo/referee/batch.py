@@ -1,7 +1,8 @@
 """What one arena does with what it received, in two small objects the
 runner composes: a :class:`Dispatcher` turns inbox items into engine
 effects, and a :class:`Batch` journals them, then publishes, then
-acknowledges (see :meth:`Batch.flush`), through a :class:`Transport`.
+acknowledges (see :meth:`Batch.flush`), through a :class:`Transport`;
+the batch's log lines come after (:meth:`Dispatcher.flush`).
 The connections and the arena's states around them are
 :mod:`salvo.referee.runner`'s; the MQTT transport is
 :mod:`salvo.referee.transport`'s. Neither object knows MQTT: tests drive
@@ -332,6 +333,9 @@ class Dispatcher:
         #: This referee's lease came back from the broker: from then on
         #: another lease means the arena was taken over.
         self._lease_echoed = False
+        #: The batch's log lines, said once its results are out (see flush):
+        #: at INFO, a line per accepted shot would delay its hit.
+        self._lines: list[Log] = []
 
     # -- the inbox ----------------------------------------------------------------------
 
@@ -369,7 +373,26 @@ class Dispatcher:
             else:
                 break
             self.dispatch(item)
-        self.batch.flush()
+        self.flush()
+
+    def flush(self) -> None:
+        """Journal, publish and acknowledge the batch (Batch.flush), then log
+        its lines, in the order they were made: the hits are not held up
+        by their own log lines. Said even when the flush fails."""
+        try:
+            self.batch.flush()
+        finally:
+            self._say()
+
+    def drop(self) -> None:
+        """Stopping: the batch under way is forgotten (Batch.drop), its lines are still said."""
+        self.batch.drop()
+        self._say()
+
+    def _say(self) -> None:
+        lines, self._lines = self._lines, []
+        for line in lines:
+            self.rejections.emit(line)
 
     # -- one item ------------------------------------------------------------------------
 
@@ -425,7 +448,7 @@ class Dispatcher:
         elif isinstance(item, Control):
             effects = item.action(self.arena, now)
             self.apply(effects)
-            batch.flush()
+            self.flush()
             item.done.set_result(any(isinstance(e, Record) for e in effects))
         elif isinstance(item, Connected):
             self._on_connected(item.session_present)
@@ -439,7 +462,7 @@ class Dispatcher:
             return  # a clearing (ours, echoed back)
         self.cleared_retained += 1
         self.batch.publish(Publish(item.topic, "", True))
-        self.rejections.emit(
+        self._lines.append(
             Log(
                 False,
                 "cleared a retained message on %s (inbound topics are not retained)",
@@ -450,7 +473,8 @@ class Dispatcher:
 
     def apply(self, effects: list[Effect] | list[Publish]) -> None:
         """Put the engine's effects into the batch (error reports within
-        their budget), start key derivations, log."""
+        their budget), start key derivations, keep the log lines for after
+        the batch (see flush)."""
         batch = self.batch
         for effect in effects:
             if isinstance(effect, Publish):
@@ -471,7 +495,7 @@ class Dispatcher:
                 if batch.hold(id(effect)):  # (a repeat of a join gets the job under way)
                     self._derive(effect)
             elif isinstance(effect, Log):
-                self.rejections.emit(effect)
+                self._lines.append(effect)
 
     def _check_lease(self, payload: bytes) -> None:
         """A lease on this arena. A newer one than this referee's (a higher

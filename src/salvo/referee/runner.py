@@ -438,7 +438,7 @@ class ArenaRunner:
             self._lag.window(now)
         if self._state is _State.UP and (extension := self._lag.extension(self.arena.game, now)):
             self.dispatcher.apply(self.arena.extend(extension, now))
-            self.batch.flush()
+            self.dispatcher.flush()
             self._arm_timer()
         self._chores = self.loop.call_later(HOUSEKEEPING_S, self._chores_cb)
 
@@ -481,7 +481,7 @@ class ArenaRunner:
         backlog, self.arena.backlog = self.arena.backlog, []
         self.batch.republish(backlog, self.arena.backlog_to)
         self.dispatcher.apply(list(self.arena.presence()))
-        self.batch.flush()
+        self.dispatcher.flush()
         self._connected_at = self._clock()
         self._lag.reset()
         self._state = _State.UP
@@ -492,7 +492,7 @@ class ArenaRunner:
             self._lost_at = None
             if cut > EXTEND_AFTER_S:
                 self.dispatcher.apply(self.arena.extend(cut, self._connected_at))
-                self.batch.flush()
+                self.dispatcher.flush()
 
     # -- the arena's timers --------------------------------------------------------------
 
@@ -520,7 +520,7 @@ class ArenaRunner:
         deadline, now = self.arena.next_deadline(), self._clock()
         if self._timer_due(deadline, now):
             self.dispatcher.apply(self.arena.on_tick(now))
-            self.batch.flush()
+            self.dispatcher.flush()
         # held back, or the same deadline again: look again shortly
         self._arm_timer(recheck=self.arena.next_deadline() == deadline)
 
@@ -560,7 +560,7 @@ class ArenaRunner:
         self._sweep.cancel()
         for name in ("_timer", "_chores"):
             self._cancel(name)
-        self.batch.drop()
+        self.dispatcher.drop()
         if self._journal is not None:
             with contextlib.suppress(Exception):  # a journal that failed: its spool keeps the events
                 self._journal.settle()
