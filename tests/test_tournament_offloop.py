@@ -12,7 +12,7 @@ import pickle
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -93,6 +93,14 @@ def _stop(d: Director, night: threading.Thread) -> None:
     d.close()
 
 
+def _end(d: Director, night: threading.Thread, client: Recorder, retained: Iterable[str]) -> None:
+    """Stop the night, clear what the test left retained, close its client."""
+    _stop(d, night)
+    for topic in retained:
+        client.publish(topic, "", retain=True)
+    client.close()
+
+
 def test_a_results_journal_look_up_leaves_the_loop_free(
     broker: Mosquitto, tmp_path: Path, prefix: str, loop: Loop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,10 +146,7 @@ def test_a_results_journal_look_up_leaves_the_loop_free(
         assert (result.journal_game, result.started, result.ended) == (4, 100.0, 160.0)
     finally:
         release.set()
-        _stop(d, night)
-        for topic in [*over, TournamentTopics.assignment(a), TournamentTopics.assignment(b)]:
-            arena.publish(topic, "", retain=True)
-        arena.close()
+        _end(d, night, arena, [*over, TournamentTopics.assignment(a), TournamentTopics.assignment(b)])
 
 
 def test_an_assignment_is_told_once_its_save_is_on_disk_and_the_loop_goes_on_meanwhile(
@@ -172,10 +177,7 @@ def test_an_assignment_is_told_once_its_save_is_on_disk_and_the_loop_goes_on_mea
         assert list(json.loads(path.read_text())["live"]) == [prefix]  # (on disk before it was told)
     finally:
         disk.release.set()
-        _stop(d, night)
-        for topic in (t.players_list, t.state, TournamentTopics.assignment(a), TournamentTopics.assignment(b)):
-            teams.publish(topic, "", retain=True)
-        teams.close()
+        _end(d, night, teams, (t.players_list, t.state, TournamentTopics.assignment(a), TournamentTopics.assignment(b)))
 
 
 def test_a_message_of_one_arena_steps_that_arena_only(
@@ -210,10 +212,7 @@ def test_a_message_of_one_arena_steps_that_arena_only(
             arena.publish(Topics(one[0]).state, "lobby", retain=True)
             wait_until(lambda: d.on_loop(lambda: one in stepped), what=f"a step of {one[0]} alone")  # noqa: B023
     finally:
-        _stop(d, night)
-        for prefix_ in (x, y):
-            arena.publish(Topics(prefix_).state, "", retain=True)
-        arena.close()
+        _end(d, night, arena, [Topics(x).state, Topics(y).state])
 
 
 def test_a_message_of_one_arena_still_assigns_another(
@@ -242,10 +241,7 @@ def test_a_message_of_one_arena_still_assigns_another(
         told = teams.wait(lambda m: m.topic == TournamentTopics.assignment(a) and bool(m.payload), timeout=15)
         assert json.loads(told.payload)["arena"] == y
     finally:
-        _stop(d, night)
-        for topic in [*retained, TournamentTopics.assignment(a), TournamentTopics.assignment(b)]:
-            teams.publish(topic, "", retain=True)
-        teams.close()
+        _end(d, night, teams, [*retained, TournamentTopics.assignment(a), TournamentTopics.assignment(b)])
 
 
 def test_a_controls_answer_and_its_reply_wait_for_its_save(
