@@ -34,7 +34,7 @@ from mqttkit import Recorder, Team, connect_team
 STARTED_BY: Final = {
     "broker": frozenset({"broker", "new_broker"}),
     "browser": frozenset({"browser"}),
-    "cluster": frozenset({"cluster"}),
+    "cluster": frozenset({"cluster", "nats_server"}),
 }
 
 

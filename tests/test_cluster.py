@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,13 +22,33 @@ from salvo.tools.stress import RefereeProcess, errors, play_arena
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+def nats_server() -> None:
+    """nats-server is installed (else the test is skipped, or fails where CI requires it)."""
     if not (shutil.which("nats-server") or os.path.exists("/usr/sbin/nats-server")):
         if os.environ.get("SALVO_REQUIRE_NATS"):
             pytest.fail("nats-server is required here (SALVO_REQUIRE_NATS) but not installed")
         pytest.skip("no nats-server here (bash .ci/run installs it)")
+
+
+@pytest.fixture
+def cluster(nats_server: None, tmp_path: Path) -> Iterator[NatsCluster]:
     with NatsCluster(3, tmp_path / "nats") as running:
         yield running
+
+
+def test_a_port_taken_before_the_cluster_binds_it_is_traded_for_another(nats_server: None, tmp_path: Path) -> None:
+    """free_port() lets a port go before nats-server binds it, and another
+    process (a worker of the same suite) may take it meanwhile: once, a
+    node exited "address already in use" and the test errored. The cluster
+    starts again on fresh ports, as the mosquitto launcher does."""
+    cluster = NatsCluster(3, tmp_path / "nats")
+    taken = socket.create_server(("127.0.0.1", cluster.nodes[2].mqtt))
+    try:
+        with cluster:
+            assert cluster.nodes[2].mqtt != taken.getsockname()[1]
+            assert all(cluster.running(i) for i in cluster.nodes)
+    finally:
+        taken.close()
 
 
 def test_a_retained_message_published_on_node_1_is_delivered_on_node_3(cluster: NatsCluster) -> None:
