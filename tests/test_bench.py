@@ -9,12 +9,15 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from salvo.cli import main
 from salvo.tools import perf
+from salvo.tools.perf import broker_bench
+from salvo.tools.stress import RefereeProcess
 
 REQUIRED = [
     "engine.ms_per_game",
@@ -126,3 +129,28 @@ def test_quick_scale_bench_brings_every_arena_up_and_down(tmp_path: Path) -> Non
     assert figures["scale.arenas_up"] == 20 and figures["scale.arenas_not_down"] == 0
     assert figures["scale.busy_arena_played"] == 1, figures["meta"].get("busy_arena_failed")
     assert "scale.arenas_up" not in figures["targets_met"]  # 1000 is judged on the full run only
+
+
+@pytest.mark.broker
+def test_the_e2e_referee_runs_at_the_log_level_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--referee-log-level info measures the referee as `salvo referee` runs
+    by default (a line per accepted message), against the bench's warning."""
+    started: list[list[str]] = []
+    real = RefereeProcess
+
+    def spied(*args: Any, **kwargs: Any) -> RefereeProcess:
+        process = real(*args, **kwargs)
+        started.append(process.args)
+        return process
+
+    monkeypatch.setattr(broker_bench, "RefereeProcess", spied)
+    out = tmp_path / "b.json"
+    args = ["bench", "--quick", "--only", "e2e", "--referee-log-level", "info", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["meta"]["referee_log_level"] == "info" and figures["e2e.rtt_ratio_p50"] > 0
+    assert len(started) == 2  # the round trips' referee, the throughput's
+    for argv in started:
+        levels = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--log-level"]
+        assert levels[-1] == "info"  # (click takes the last of a repeated option)

@@ -37,8 +37,23 @@ PARTS = ("engine", "paho", "e2e", "join", "memory")
     help="Comma-separated parts: engine, paho, e2e, join, memory (default: all).",
 )
 @click.option("--check", is_flag=True, help="Exit with 1 when a measured figure misses its target (for CI gates).")
+@click.option(
+    "--referee-log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="warning",
+    show_default=True,
+    help="The e2e referee's --log-level (info: a line per accepted message, as `salvo referee` runs by default).",
+)
 @click.pass_context
-def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: str | None, check: bool) -> None:
+def bench(
+    ctx: click.Context,
+    quick: bool,
+    broker: str | None,
+    out: Path,
+    only: str | None,
+    check: bool,
+    referee_log_level: str,
+) -> None:
     """Measure the product the way its users feel it, beside the machine's limits.
 
     Engine games per second and a 1024-team knockout; a shot's round trip
@@ -65,7 +80,13 @@ def bench(ctx: click.Context, quick: bool, broker: str | None, out: Path, only: 
         raise click.BadParameter(str(exc), param_hint="--broker") from None
     console = _console()
     try:
-        res = perf.run(target, quick, progress=lambda s: console.print(f"[dim]… {s}[/dim]"), only=parts)
+        res = perf.run(
+            target,
+            quick,
+            progress=lambda s: console.print(f"[dim]… {s}[/dim]"),
+            only=parts,
+            referee_log_level=referee_log_level,
+        )
     except (RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
         raise CommandFailed(f"bench failed: {exc}") from None
     _report(res, f"salvo bench{' --quick' if quick else ''} ({res.meta['cores']} cores)", out, check)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from salvo.net.mqtt import Broker
 from salvo.tools.localbroker import mosquitto_version, private_mosquitto
-from salvo.tools.perf.broker_bench import echo_throughput, rtt_pairs, shot_throughput
+from salvo.tools.perf.broker_bench import REFEREE_LOG_LEVEL, echo_throughput, rtt_pairs, shot_throughput
 from salvo.tools.perf.engine_bench import EventClock, bench_engine, bench_knockout, engine_game, knockout
 from salvo.tools.perf.join_bench import derivation_times, join_burst, referee_rss
 from salvo.tools.perf.paho_bench import bench_paho
@@ -68,7 +68,11 @@ class Plan:
 
 
 def run(
-    broker: Broker | None, quick: bool, progress: Callable[[str], None] = lambda _s: None, only: set[str] | None = None
+    broker: Broker | None,
+    quick: bool,
+    progress: Callable[[str], None] = lambda _s: None,
+    only: set[str] | None = None,
+    referee_log_level: str = REFEREE_LOG_LEVEL,
 ) -> Results:
     plan = Plan.make(quick)
     res = Results(TARGETS)  # read now: a test may have replaced them
@@ -80,6 +84,7 @@ def run(
         cores=cores,
         mosquitto=mosquitto_version(),
         plan=plan.__dict__,
+        referee_log_level=referee_log_level,
         when=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
 
@@ -103,7 +108,7 @@ def run(
     with contextmanager_or(broker) as target:
         if wanted("e2e"):
             progress(f"e2e: {plan.rtt_shots} shots one by one, each after an echo round trip")
-            echo, shots = rtt_pairs(target, plan.rtt_shots)
+            echo, shots = rtt_pairs(target, plan.rtt_shots, referee_log_level)
             res.put("e2e.echo_rtt_p50_ms", percentile(echo, 50))
             res.put("e2e.echo_rtt_p99_ms", percentile(echo, 99))
             res.put("e2e.shot_rtt_p50_ms", percentile(shots, 50))
@@ -111,7 +116,8 @@ def run(
             res.put("e2e.rtt_ratio_p50", res.figures["e2e.shot_rtt_p50_ms"] / res.figures["e2e.echo_rtt_p50_ms"])
             progress(f"e2e: echo throughput ({plan.echo_msgs} messages), salvos in {plan.tput_arenas} arenas")
             res.put("e2e.echo_msgs_per_s", echo_throughput(target, plan.echo_msgs), 1)
-            res.put("e2e.shots_per_s", shot_throughput(target, plan.tput_arenas, plan.tput_seconds), 1)
+            shots_per_s = shot_throughput(target, plan.tput_arenas, plan.tput_seconds, referee_log_level)
+            res.put("e2e.shots_per_s", shots_per_s, 1)
             res.put("e2e.throughput_ratio", res.figures["e2e.shots_per_s"] / res.figures["e2e.echo_msgs_per_s"])
         if wanted("join"):
             progress(f"join: key derivations timed around a burst of {plan.burst_teams} joins")

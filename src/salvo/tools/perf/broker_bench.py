@@ -113,11 +113,17 @@ def fire_payload(key: bytes, target: str, turn: int, game: str, shot: int) -> st
     return json.dumps(crypto.sign(key, payloads.fire_data(x, y, target, turn, game)))
 
 
-def rtt_pairs(broker: Broker, n: int) -> tuple[list[float], list[float]]:
+#: The referee's --log-level in the bench: only what goes wrong is written
+#: (--referee-log-level info measures it as it runs by default).
+REFEREE_LOG_LEVEL = "warning"
+
+
+def rtt_pairs(broker: Broker, n: int, log_level: str = REFEREE_LOG_LEVEL) -> tuple[list[float], list[float]]:
     """``n`` shot round trips and ``n`` echo round trips through a referee
     process of its own (see :func:`shot_rtt`). Returns (echo, shot) in ms."""
     prefix = f"rtt{os.urandom(3).hex()}"
-    with RefereeProcess(broker, [prefix], "--turn-timeout", "600", "--placement-timeout", "600"):
+    flags = ("--turn-timeout", "600", "--placement-timeout", "600", "--log-level", log_level)
+    with RefereeProcess(broker, [prefix], *flags):
         return shot_rtt(broker, prefix, n)
 
 
@@ -163,12 +169,13 @@ def shot_rtt(broker: Broker, prefix: str, n: int) -> tuple[list[float], list[flo
             probe.close()
 
 
-def shot_throughput(broker: Broker, arenas: int, seconds: float) -> float:
+def shot_throughput(broker: Broker, arenas: int, seconds: float, log_level: str = REFEREE_LOG_LEVEL) -> float:
     """Pipelined salvos in ``arenas`` arenas at once: every salvo goes out
     back to back as soon as its turn is announced. Shots/s, counted by the
     /hit messages that came back."""
     prefixes = [f"tp{os.urandom(2).hex()}{i}" for i in range(arenas)]
-    with RefereeProcess(broker, prefixes, "--turn-timeout", "600", "--placement-timeout", "600"):
+    flags = ("--turn-timeout", "600", "--placement-timeout", "600", "--log-level", log_level)
+    with RefereeProcess(broker, prefixes, *flags):
         return pipelined_salvos(broker, prefixes, seconds)
 
 
